@@ -1,0 +1,14 @@
+"""normgen: generated fused LayerNorm/RMSNorm CUDA kernels, compiled on demand."""
+from __future__ import annotations
+
+__all__ = ["layernorm"]
+__version__ = "0.1.0"
+
+
+def __getattr__(name):
+    # The dispatcher needs CuPy; the generator and the spec model do not, so import lazily.
+    if name in __all__:
+        from . import dispatch
+
+        return getattr(dispatch, name)
+    raise AttributeError(f"module 'normgen' has no attribute {name!r}")

@@ -1,0 +1,105 @@
+"""NVRTC compilation of one instance to a cubin: the one path used both on demand (the
+dispatcher) and ahead of time (the CPU test suite, which needs no GPU)."""
+from __future__ import annotations
+
+import functools
+import hashlib
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from .codegen import HEADER
+
+OPTIONS = ("--std=c++17", "-Xptxas=-v")  # -v: the ptxas resource report lands in the log
+
+
+class CompileError(RuntimeError):
+    pass
+
+
+@dataclass(frozen=True)
+class Compiled:
+    cubin: bytes
+    log: str
+
+    @property
+    def resources(self) -> dict[str, int]:
+        """The ptxas report: registers, stack frame and spill bytes."""
+        def grab(pattern):
+            m = re.search(pattern, self.log)
+            return int(m.group(1)) if m else 0
+        return {
+            "registers": grab(r"Used (\d+) registers"),
+            "stack": grab(r"(\d+) bytes stack frame"),
+            "spill_stores": grab(r"(\d+) bytes spill stores"),
+            "spill_loads": grab(r"(\d+) bytes spill loads"),
+        }
+
+
+@functools.cache
+def cuda_include_dir() -> str:
+    from cuda.pathfinder import find_nvidia_header_directory
+
+    found = find_nvidia_header_directory("cudart")
+    if not found:
+        raise CompileError("CUDA headers (cuda_fp16.h) not found: pip install nvidia-cuda-runtime")
+    return found
+
+
+@functools.cache
+def nvrtc_version() -> tuple[int, int]:
+    from cuda.bindings import nvrtc
+
+    _, major, minor = nvrtc.nvrtcVersion()
+    return major, minor
+
+
+def options(arch: str, source_dir: Path) -> list[str]:
+    return [f"--gpu-architecture={arch}", *OPTIONS, f"-I{source_dir}", f"-I{cuda_include_dir()}"]
+
+
+def cache_key(source: str, header: str, arch: str) -> str:
+    """Everything the cubin depends on: the two sources, the options, the target, NVRTC."""
+    h = hashlib.sha256()
+    for part in (source, header, arch, " ".join(OPTIONS), str(nvrtc_version())):
+        h.update(part.encode())
+        h.update(b"\0")
+    return h.hexdigest()[:20]
+
+
+def _check(result, prog=None, what=""):
+    from cuda.bindings import nvrtc
+
+    err = result[0]
+    if err != nvrtc.nvrtcResult.NVRTC_SUCCESS:
+        log = _log(prog) if prog is not None else ""
+        raise CompileError(f"NVRTC {what} failed ({err.name}):\n{log}")
+    return result[1:] if len(result) > 2 else (result[1] if len(result) == 2 else None)
+
+
+def _log(prog) -> str:
+    from cuda.bindings import nvrtc
+
+    _, size = nvrtc.nvrtcGetProgramLogSize(prog)
+    buf = b" " * size
+    nvrtc.nvrtcGetProgramLog(prog, buf)
+    return buf.rstrip(b"\0 ").decode(errors="replace")
+
+
+def compile_file(path: Path, arch: str = "sm_90") -> Compiled:
+    """Compile a generated instance file (its header sits beside it) for `arch`."""
+    from cuda.bindings import nvrtc
+
+    path = Path(path)
+    prog = _check(nvrtc.nvrtcCreateProgram(path.read_bytes(), path.name.encode(), 0, [], []),
+                  what="create")
+    try:
+        opts = [o.encode() for o in options(arch, path.parent)]
+        _check(nvrtc.nvrtcCompileProgram(prog, len(opts), opts), prog, f"compile of {path.name}")
+        log = _log(prog)
+        size = _check(nvrtc.nvrtcGetCUBINSize(prog), what="cubin size")
+        cubin = b" " * size
+        _check(nvrtc.nvrtcGetCUBIN(prog, cubin), what="cubin")
+        return Compiled(cubin, log)
+    finally:
+        nvrtc.nvrtcDestroyProgram(prog)

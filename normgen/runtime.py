@@ -1,0 +1,98 @@
+"""Compiled instances on a device: build (or fetch from the disk cache) on first use, load
+once per device, and launch with a packed Params struct."""
+from __future__ import annotations
+
+import ctypes
+import os
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+import cupy
+from cupy.cuda import driver, runtime
+
+from . import compile as nvrtc_compile
+from . import params
+from .codegen import HEADER
+from .spec import KernelSpec
+
+DEFAULT_GENERATED = Path(__file__).resolve().parent.parent / "generated"
+CACHE_DIR = Path(os.environ.get("NORMGEN_CACHE_DIR", Path.home() / ".cache" / "normgen"))
+
+_CU_LAUNCH_PARAM_BUFFER_POINTER = 1
+_CU_LAUNCH_PARAM_BUFFER_SIZE = 2
+_CU_LAUNCH_PARAM_END = 0
+
+
+class _Buffers(threading.local):
+    """One packed-argument buffer per thread; cuLaunchKernel copies it at launch."""
+
+    def __init__(self):
+        self.args = ctypes.create_string_buffer(params.PACKER.size)
+        self.size = ctypes.c_size_t(params.PACKER.size)
+        self.extra = (ctypes.c_void_p * 5)(
+            _CU_LAUNCH_PARAM_BUFFER_POINTER, ctypes.addressof(self.args),
+            _CU_LAUNCH_PARAM_BUFFER_SIZE, ctypes.addressof(self.size),
+            _CU_LAUNCH_PARAM_END,
+        )
+        self.extra_ptr = ctypes.addressof(self.extra)
+
+
+_buffers = _Buffers()
+_launch = driver.launchKernel
+
+
+@dataclass
+class Kernel:
+    """One instance loaded on one device."""
+
+    spec: KernelSpec
+    module: cupy.RawModule  # keeps the module loaded
+    func: int  # CUfunction
+    block: int
+    rows_per_block: int
+    max_blocks: int  # enough blocks to fill the device; they stride over the rest
+
+    def launch(self, stream: int, rows: int, *values) -> None:
+        """values: the Params fields in params.FIELDS order."""
+        blocks = min(-(-rows // self.rows_per_block), self.max_blocks)
+        b = _buffers
+        params.PACKER.pack_into(b.args, 0, *values)
+        _launch(self.func, blocks, 1, 1, self.block, 1, 1, 0, stream, 0, b.extra_ptr)
+
+
+def cubin_path(spec: KernelSpec, source_dir: Path, arch: str) -> Path:
+    """Compile the generated file for `arch` unless the cache already holds that cubin."""
+    source = (source_dir / spec.file_name).read_text()
+    header = (source_dir / HEADER).read_text()
+    path = CACHE_DIR / arch / f"{spec.name}-{nvrtc_compile.cache_key(source, header, arch)}.cubin"
+    if not path.exists():
+        compiled = nvrtc_compile.compile_file(source_dir / spec.file_name, arch)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_bytes(compiled.cubin)
+        os.replace(tmp, path)  # atomic: concurrent builders never see half a file
+    return path
+
+
+_loaded: dict = {}  # (spec, source_dir, device) -> Kernel
+
+
+def load(spec: KernelSpec, source_dir: Path, device: int) -> Kernel:
+    key = (spec, source_dir, device)
+    if key not in _loaded:
+        _loaded[key] = _load(spec, source_dir, device)
+    return _loaded[key]
+
+
+def _load(spec: KernelSpec, source_dir: Path, device: int) -> Kernel:
+    with cupy.cuda.Device(device):
+        props = runtime.getDeviceProperties(device)
+        arch = f"sm_{props['major']}{props['minor']}"
+        module = cupy.RawModule(path=str(cubin_path(spec, source_dir, arch)))
+        func = module.get_function(spec.symbol)
+        tile = spec.tile
+        per_sm = driver.occupancyMaxActiveBlocksPerMultiprocessor(
+            func.ptr, tile.block_threads, 0)
+        return Kernel(spec, module, func.ptr, tile.block_threads, tile.rows_per_block,
+                      max(per_sm, 1) * props["multiProcessorCount"])

@@ -1,0 +1,165 @@
+"""One frozen spec per kernel instance: the source of truth for its name, file, kernel
+symbol, registry key, cache key and test id."""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, fields
+from typing import Optional
+
+from . import tiles
+from .types import FLOAT_INPUTS, QUANT_OUTPUTS, DType, FusedAdd, Norm, Pipeline, Quant
+
+
+@dataclass(frozen=True, order=False)
+class KernelSpec:
+    norm: Norm
+    x: DType  # input (and residual) precision
+    w: DType  # gamma/beta precision: x's or fp32
+    out: DType  # y precision: x's, or int8/fp8 when quantizing
+    fused_add: FusedAdd = FusedAdd.NONE
+    x_bias: bool = False
+    quant: Quant = Quant.NONE
+    smooth: Optional[DType] = None  # per-column smooth-scale precision, None = no smoothing
+    scale: Optional[DType] = None  # per-row scale output precision (dynamic quant only)
+    save_stats: bool = False  # write mean and rstd (fp32, one per row)
+    pipeline: Pipeline = Pipeline.ONE_PASS
+    bucket: Optional[int] = None  # largest N a one-pass instance serves; None for two-pass
+    vec: int = 8  # elements per memory access
+
+    # ---- everything below derives from the fields ------------------------------------
+    @property
+    def name(self) -> str:
+        parts = [self.norm.value, "fwd", self.x.value]
+        if self.w != self.x:
+            parts.append("w" + self.w.value)
+        if self.x_bias:
+            parts.append("xb")
+        if self.fused_add != FusedAdd.NONE:
+            parts.append(f"add{int(self.fused_add)}")
+        if self.smooth is not None:
+            parts.append("sm" + self.smooth.value)
+        if self.quant != Quant.NONE:
+            parts.append(self.quant.value + self.out.value)
+        if self.scale is not None:
+            parts.append("sy" + self.scale.value)
+        if self.pipeline == Pipeline.ONE_PASS:
+            parts.append(f"nb{self.bucket}")
+        parts += [self.pipeline.value, f"v{self.vec}"]
+        if self.save_stats:
+            parts.append("mv")
+        return "_".join(parts)
+
+    # The kernel symbol, file stem, registry value and pytest id are all the name.
+    symbol = file_stem = test_id = name
+
+    @property
+    def file_name(self) -> str:
+        return self.name + ".cu"
+
+    @property
+    def key(self) -> tuple:
+        """Registry key: the field values, in field order (what the dispatcher builds)."""
+        return tuple(getattr(self, f.name) for f in fields(self))
+
+    @property
+    def tile(self) -> tiles.Tile:
+        if self.pipeline == Pipeline.ONE_PASS:
+            return tiles.one_pass_tile(self.bucket, self.vec)
+        return tiles.two_pass_tile(self.vec, self.x)
+
+    def __str__(self) -> str:
+        return self.name
+
+
+def invalid_reason(spec: KernelSpec) -> Optional[str]:
+    """Why this combination of choices is not a kernel instance, or None if it is one."""
+    s = spec
+    if s.x not in FLOAT_INPUTS:
+        return f"input precision must be one of fp32/fp16/bf16, not {s.x.value}"
+    if s.w not in (s.x, DType.FP32):
+        return f"gamma/beta precision must be the input's ({s.x.value}) or fp32, not {s.w.value}"
+    if s.quant == Quant.NONE:
+        if s.out != s.x:
+            return "without quantization the output precision is the input's"
+        if s.smooth is not None:
+            return "a smooth scale needs quantization"
+    elif s.out not in QUANT_OUTPUTS:
+        return f"a quantized output is int8 or fp8, not {s.out.value}"
+    if (s.scale is not None) != (s.quant == Quant.DYNAMIC):
+        return "a per-row scale precision goes with dynamic quantization, and only with it"
+    for role, dt in (("smooth scale", s.smooth), ("per-row scale", s.scale)):
+        if dt is not None and dt not in FLOAT_INPUTS:
+            return f"{role} precision must be fp32/fp16/bf16, not {dt.value}"
+    if s.vec not in _vec_widths(s.x):
+        return f"vector width must be one of {_vec_widths(s.x)} for {s.x.value}, not {s.vec}"
+    if s.pipeline == Pipeline.ONE_PASS and s.bucket not in tiles.ONE_PASS_TILES:
+        return f"a one-pass bucket must be one of {tiles.BUCKETS}, not {s.bucket}"
+    if s.pipeline == Pipeline.TWO_PASS and s.bucket is not None:
+        return "a two-pass instance serves every N and has no bucket"
+    if s.norm != Norm.LAYERNORM:
+        return "rmsnorm is not implemented yet"
+    if s.fused_add != FusedAdd.NONE or s.x_bias:
+        return "fused residual add and x-bias are not implemented yet"
+    if s.quant != Quant.NONE:
+        return "fused quantization is not implemented yet"
+    return None
+
+
+def _vec_widths(x: DType) -> tuple[int, ...]:
+    return tuple(1 << i for i in range(x.vmax.bit_length()) if (1 << i) <= x.vmax)
+
+
+class SpecError(ValueError):
+    pass
+
+
+def validated(spec: KernelSpec) -> KernelSpec:
+    reason = invalid_reason(spec)
+    if reason:
+        raise SpecError(f"{spec.name}: {reason}")
+    return spec
+
+
+_DT = {d.value: d for d in DType}
+_NAME_RE = re.compile(
+    r"^(?P<norm>layernorm|rmsnorm)_fwd_(?P<x>[a-z0-9]+)"
+    r"(?:_w(?P<w>[a-z0-9]+))?"
+    r"(?P<xb>_xb)?"
+    r"(?:_add(?P<add>[12]))?"
+    r"(?:_sm(?P<sm>[a-z0-9]+))?"
+    r"(?:_(?P<q>dq|sq)(?P<out>int8|fp8))?"
+    r"(?:_sy(?P<sy>[a-z0-9]+))?"
+    r"(?:_nb(?P<nb>\d+))?"
+    r"_(?P<pipe>1p|2p)_v(?P<vec>\d+)"
+    r"(?P<mv>_mv)?$"
+)
+
+
+def parse_name(name: str) -> KernelSpec:
+    """The spec a name stands for; raises SpecError for anything that is not a valid name."""
+    m = _NAME_RE.match(name)
+    if not m:
+        raise SpecError(f"{name!r} is not a normgen instance name")
+    g = m.groupdict()
+    try:
+        x = _DT[g["x"]]
+        spec = KernelSpec(
+            norm=Norm(g["norm"]),
+            x=x,
+            w=_DT[g["w"]] if g["w"] else x,
+            out=_DT[g["out"]] if g["out"] else x,
+            fused_add=FusedAdd(int(g["add"] or 0)),
+            x_bias=bool(g["xb"]),
+            quant=Quant(g["q"]) if g["q"] else Quant.NONE,
+            smooth=_DT[g["sm"]] if g["sm"] else None,
+            scale=_DT[g["sy"]] if g["sy"] else None,
+            save_stats=bool(g["mv"]),
+            pipeline=Pipeline(g["pipe"]),
+            bucket=int(g["nb"]) if g["nb"] else None,
+            vec=int(g["vec"]),
+        )
+    except KeyError as e:
+        raise SpecError(f"{name!r}: unknown precision {e.args[0]!r}") from None
+    if spec.name != name:
+        raise SpecError(f"{name!r} is not in canonical form (expected {spec.name!r})")
+    return validated(spec)

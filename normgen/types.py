@@ -1,0 +1,98 @@
+"""The vocabulary: every enum value with its one name, C++ spelling and host dtype."""
+from __future__ import annotations
+
+import enum
+
+import ml_dtypes
+import numpy as np
+
+
+class DType(enum.Enum):
+    """Element types; the value is the short name used in instance names and CLI flags."""
+
+    FP32 = "fp32"
+    FP16 = "fp16"
+    BF16 = "bf16"
+    INT8 = "int8"
+    FP8 = "fp8"  # OCP e4m3 (__nv_fp8_e4m3), max 448
+
+    @property
+    def cpp(self) -> str:
+        return _CPP[self]
+
+    @property
+    def itemsize(self) -> int:
+        return _NUMPY[self].itemsize
+
+    @property
+    def numpy(self) -> np.dtype:
+        return _NUMPY[self]
+
+    @property
+    def vmax(self) -> int:
+        """Elements in one 16-byte access."""
+        return 16 // self.itemsize
+
+    @property
+    def is_float_input(self) -> bool:
+        return self in FLOAT_INPUTS
+
+
+_CPP = {
+    DType.FP32: "float",
+    DType.FP16: "__half",
+    DType.BF16: "__nv_bfloat16",
+    DType.INT8: "int8_t",
+    DType.FP8: "__nv_fp8_e4m3",
+}
+_NUMPY = {
+    DType.FP32: np.dtype(np.float32),
+    DType.FP16: np.dtype(np.float16),
+    DType.BF16: np.dtype(ml_dtypes.bfloat16),
+    DType.INT8: np.dtype(np.int8),
+    DType.FP8: np.dtype(ml_dtypes.float8_e4m3fn),
+}
+FLOAT_INPUTS = (DType.FP32, DType.FP16, DType.BF16)
+QUANT_OUTPUTS = (DType.INT8, DType.FP8)
+BY_NUMPY = {dt.numpy: dt for dt in DType}
+
+
+class Norm(enum.Enum):
+    LAYERNORM = "layernorm"
+    RMSNORM = "rmsnorm"
+
+    @property
+    def cpp(self) -> str:
+        return "Norm::" + self.name
+
+
+class Pipeline(enum.Enum):
+    """ONE_PASS holds the whole row on chip; TWO_PASS streams it: statistics, then re-read."""
+
+    ONE_PASS = "1p"
+    TWO_PASS = "2p"
+
+    @property
+    def cpp(self) -> str:
+        return "Pipeline::" + self.name
+
+
+class FusedAdd(enum.IntEnum):
+    """ck_tile's fadd: 0 none, 1 pre-add and store the sum, 2 pre-add only."""
+
+    NONE = 0
+    STORE = 1
+    NO_STORE = 2
+
+
+class Quant(enum.Enum):
+    """Fused output quantization. ck_tile's fquant=1 is DYNAMIC with a smooth scale,
+    fquant=2 is DYNAMIC without one; STATIC divides by a given scalar scale."""
+
+    NONE = "none"
+    DYNAMIC = "dq"
+    STATIC = "sq"
+
+    @property
+    def cpp(self) -> str:
+        return "Quant::" + self.name

@@ -1,0 +1,42 @@
+"""Test-suite wiring: `--select "<generate.py flags>"` chooses the instances under test
+through the same function as generate.py (normgen.matrix.select via normgen.cli)."""
+from __future__ import annotations
+
+import functools
+import os
+import shlex
+
+import pytest
+
+from normgen.cli import selection_from_args
+from normgen.matrix import select
+
+
+def pytest_addoption(parser):
+    parser.addoption("--select", default=os.environ.get("NORMGEN_SELECT", ""),
+                     help="generate.py flags choosing the instances to test, e.g. "
+                          "\"--prec bf16 --pipeline 1p\" (default: the default set)")
+    parser.addoption("--seed", type=int, default=None,
+                     help="random seed for GPU test data (default: fresh each run)")
+
+
+@functools.cache
+def _selected(flags: str):
+    return tuple(select(selection_from_args(shlex.split(flags))))
+
+
+def selected_specs(config):
+    return _selected(config.getoption("--select"))
+
+
+@pytest.fixture(scope="session")
+def seed(request):
+    """Random seed for test data: --seed, or fresh each run (it is printed on failure)."""
+    s = request.config.getoption("--seed")
+    return s if s is not None else int.from_bytes(os.urandom(4), "little")
+
+
+def pytest_generate_tests(metafunc):
+    if "spec" in metafunc.fixturenames and not hasattr(metafunc.function, "spec_cases"):
+        specs = selected_specs(metafunc.config)
+        metafunc.parametrize("spec", specs, ids=[s.test_id for s in specs])

@@ -1,0 +1,60 @@
+"""The dispatcher's decisions, checked without a GPU."""
+import numpy as np
+import pytest
+
+from normgen import dispatch, tiles
+from normgen.arrays import View, view
+from normgen.types import DType, Norm, Pipeline
+
+
+def _view(shape, strides, dtype=DType.FP16, ptr=1 << 20):
+    return View(None, ptr, shape, strides, dtype, 0, False)
+
+
+@pytest.mark.parametrize("shape, strides, want", [
+    ((8, 64), (64, 1), (8, 8, 0, 64)),
+    ((8, 64), (100, 1), (8, 8, 0, 100)),  # a slice of wider rows
+    ((2, 3, 64), (192, 64, 1), (6, 6, 0, 64)),  # collapses to one stride
+    ((2, 3, 64), (1000, 64, 1), (6, 3, 1000, 64)),  # two strides
+    ((2, 1, 3, 64), (1000, 7, 64, 1), (6, 3, 1000, 64)),  # size-1 dims drop out
+    ((64,), (1,), (1, 1, 0, 0)),
+    ((0, 64), (64, 1), (0, 0, 0, 64)),
+])
+def test_rows_decomposition(shape, strides, want):
+    assert dispatch._rows(_view(shape, strides)) == want
+
+
+def test_three_strides_are_refused_with_the_fix():
+    with pytest.raises(ValueError, match="contiguous copy"):
+        dispatch._rows(_view((2, 3, 4, 64), (5000, 1000, 100, 1)))
+
+
+def test_candidates_prefer_smallest_bucket_then_widest_vector_then_two_pass():
+    c = list(dispatch.candidates(Norm.LAYERNORM, DType.BF16, DType.BF16, False, 1000, 8))
+    assert (c[0].pipeline, c[0].bucket, c[0].vec) == (Pipeline.ONE_PASS, 1024, 8)
+    assert [s.vec for s in c[:4]] == [8, 4, 2, 1]
+    assert c[-1].pipeline == Pipeline.TWO_PASS and c[-1].vec == 1
+    big = list(dispatch.candidates(Norm.LAYERNORM, DType.FP32, DType.FP32, True, 8193, 4))
+    assert all(s.pipeline == Pipeline.TWO_PASS for s in big)
+    assert [s.vec for s in big] == [4, 2, 1]
+    assert max(tiles.ONE_PASS_MAX_N.values()) == 8192
+
+
+def test_vector_width_follows_alignment():
+    x = _view((4, 1024), (1024, 1), ptr=1 << 20)
+    assert dispatch._vec_align(x, 1024, ()) == 8
+    assert dispatch._vec_align(x, 1020, ()) == 4
+    assert dispatch._vec_align(_view((4, 1024), (1024, 1), ptr=(1 << 20) + 2), 1024, ()) == 1
+    fp32_gamma_8b = _view((1024,), (1,), DType.FP32, ptr=(1 << 20) + 8)
+    assert dispatch._vec_align(x, 1024, (fp32_gamma_8b,)) == 2
+
+
+def test_host_arrays_are_refused_with_the_fix():
+    with pytest.raises(TypeError, match=r"x must be a CUDA array .* cupy.asarray\(x\)"):
+        view(np.ones((2, 8), np.float32), "x")
+
+
+@pytest.mark.parametrize("eps", [0, -1.0, float("nan"), float("inf"), 1e-45])
+def test_eps_must_be_positive_and_finite(eps):
+    with pytest.raises(ValueError, match="eps must be a positive"):
+        dispatch._eps(eps)

@@ -1,0 +1,139 @@
+"""generate.py: every flag, determinism, write-only-what-changed, --check, the registry."""
+import importlib.util
+import os
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from normgen import codegen
+from normgen.cli import DEFAULT_OUT, main
+from normgen.matrix import AXES, Selection, select
+from normgen.spec import parse_name
+
+
+def run(*args):
+    result = CliRunner().invoke(main, list(args))
+    return result.exit_code, result.output
+
+
+def names(*args):
+    code, out = run("--list", *args)
+    assert code == 0, out
+    return out.split()
+
+
+def test_default_set_is_listed_and_is_the_common_set():
+    listed = names()
+    assert listed == sorted(listed) and len(listed) == len(set(listed))
+    specs = [parse_name(n) for n in listed]
+    assert {s.x.value for s in specs} == {"fp32", "fp16", "bf16"}
+    assert {s.pipeline.value for s in specs} == {"1p", "2p"}
+    assert {s.save_stats for s in specs} == {True, False}
+    assert {s.w == s.x for s in specs} == {True, False}
+    assert {s.bucket for s in specs if s.bucket} == {int(b) for b in AXES["bucket"].values}
+
+
+@pytest.mark.parametrize("flag, value, check", [
+    ("--prec", "bf16,fp16", lambda s: s.x.value in ("bf16", "fp16")),
+    ("--wprec", "fp32", lambda s: s.w.value == "fp32"),
+    ("--wprec", "same", lambda s: s.w == s.x),
+    ("--pipeline", "1p", lambda s: s.pipeline.value == "1p"),
+    ("--bucket", "64,8192", lambda s: s.bucket in (64, 8192) or s.pipeline.value == "2p"),
+    ("--vec", "1", lambda s: s.vec == 1),
+    ("--vec", "max", lambda s: s.vec == s.x.vmax),
+    ("--norm", "layernorm", lambda s: s.norm.value == "layernorm"),
+    ("--fused-add", "0", lambda s: s.fused_add == 0),
+    ("--x-bias", "0", lambda s: not s.x_bias),
+    ("--quant", "none", lambda s: s.quant.value == "none"),
+])
+def test_axis_filters(flag, value, check):
+    chosen = names(flag, value)
+    assert chosen and all(check(parse_name(n)) for n in chosen)
+    assert set(chosen) < set(names()) or value in ("layernorm", "0", "none")
+
+
+def test_save_mv_flags():
+    with_mv, without = names("--save-mv"), names("--no-save-mv")
+    assert with_mv and all(n.endswith("_mv") for n in with_mv)
+    assert without and not any(n.endswith("_mv") for n in without)
+    assert sorted(with_mv + without) == names()
+
+
+def test_filter_and_exclude_globs():
+    assert names("--filter", "layernorm_fwd_bf16_nb4096_1p_v8_mv") == ["layernorm_fwd_bf16_nb4096_1p_v8_mv"]
+    two = names("--filter", "*_fp16_nb64_1p_*", "--filter", "*_fp32_2p_v4")
+    assert set(two) == {f"layernorm_fwd_fp16_nb64_1p_v{v}{mv}" for v in (1, 2, 4, 8)
+                        for mv in ("", "_mv")} | {"layernorm_fwd_fp32_2p_v4"}
+    kept = names("--prec", "bf16", "--exclude", "*_mv", "--exclude", "*_v1*")
+    assert kept and all(not n.endswith("_mv") and "_v1" not in n for n in kept)
+
+
+def test_filter_reaches_values_outside_the_default_set():
+    # vec 2 is not in the default set; a glob ranges over every value of an unset axis.
+    assert names("--filter", "layernorm_fwd_fp16_nb1024_1p_v2") == ["layernorm_fwd_fp16_nb1024_1p_v2"]
+    assert "layernorm_fwd_fp16_nb1024_1p_v2" not in names()
+
+
+def test_unknown_value_is_a_clear_error():
+    code, out = run("--prec", "fp64")
+    assert code == 2 and "fp64" in out and "fp32, fp16, bf16" in out
+
+
+def test_selecting_nothing_fails():
+    code, out = run("--filter", "nothing*")
+    assert code != 0 and "select no instance" in out
+
+
+def test_generation_is_deterministic_and_writes_only_changes(tmp_path):
+    a, b = tmp_path / "a", tmp_path / "b"
+    assert run("--prec", "bf16", "--out", str(a))[0] == 0
+    assert run("--prec", "bf16", "--out", str(b))[0] == 0
+    files = sorted(p.name for p in a.iterdir())
+    assert files == sorted(p.name for p in b.iterdir())
+    assert all((a / f).read_bytes() == (b / f).read_bytes() for f in files)
+    stamp = {f: os.stat(a / f).st_mtime_ns for f in files}
+    code, out = run("--prec", "bf16", "--out", str(a))
+    assert code == 0 and "wrote 0," in out
+    assert stamp == {f: os.stat(a / f).st_mtime_ns for f in files}
+
+
+def test_check_mode(tmp_path):
+    out = str(tmp_path)
+    assert run("--prec", "fp16", "--check", "--out", out)[0] == 1  # nothing there yet
+    assert run("--prec", "fp16", "--out", out)[0] == 0
+    assert run("--prec", "fp16", "--check", "--out", out)[0] == 0
+    victim = next(tmp_path.glob("*.cu"))
+    victim.write_text(victim.read_text() + "// edited\n")
+    code, text = run("--prec", "fp16", "--check", "--out", out)
+    assert code == 1 and f"differs: {victim.name}" in text
+    assert run("--prec", "fp16", "--out", out)[0] == 0
+    # A narrower selection makes the others stale: check says so, generate removes them.
+    code, text = run("--prec", "fp16", "--pipeline", "2p", "--check", "--out", out)
+    assert code == 1 and "stale:" in text
+    run("--prec", "fp16", "--pipeline", "2p", "--out", out)
+    assert all("_2p_" in p.name for p in tmp_path.glob("*.cu"))
+
+
+def test_committed_generated_folder_is_up_to_date():
+    assert codegen.differences(DEFAULT_OUT, codegen.outputs(select())) == []
+
+
+def _load_registry(folder: Path) -> dict:
+    spec = importlib.util.spec_from_file_location("reg", folder / "registry.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.REGISTRY
+
+
+def test_registry_matches_the_files():
+    reg = _load_registry(DEFAULT_OUT)
+    files = {p.stem for p in DEFAULT_OUT.glob("*.cu")}
+    assert set(reg.values()) == files
+    for key, name in reg.items():
+        assert parse_name(name).key == key
+
+
+def test_templates_are_strict():
+    with pytest.raises(Exception, match="undefined"):
+        codegen._env.from_string("{{ no_such_thing }}").render()

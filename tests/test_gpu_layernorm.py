@@ -1,0 +1,65 @@
+"""GPU: every selected instance against the NumPy reference, and the dispatcher's contract."""
+from __future__ import annotations
+
+import zlib
+
+import pytest
+
+from normgen import dispatch, tiles
+from normgen.cli import DEFAULT_OUT
+from normgen.types import Pipeline
+
+from .gpu import Case, assert_close, assert_stats, expected, poisoned_allocations, requires_gpu
+
+pytestmark = requires_gpu
+
+N_VALUES = (1, 7, 64, 1000, 1024, 4095, 4096, 8192, 8193, 12288, 65536)
+M_VALUES = (0, 1, 3, 1000)
+
+
+def _n_cases(spec):
+    """N values an instance is tested at: those of N_VALUES it can serve and, for one-pass,
+    both ends of its bucket."""
+    v = spec.vec
+    if spec.pipeline == Pipeline.TWO_PASS:
+        ns = set(N_VALUES) | {v, 3 * 2048 * v + v}  # several chunks plus a partial one
+    else:
+        lo = max([b for b in tiles.BUCKETS if b < spec.bucket], default=0)
+        ns = {n for n in N_VALUES if n <= spec.bucket} | {lo + v, spec.bucket - v, spec.bucket}
+    return sorted(n for n in ns if n >= 1 and n % v == 0 and (spec.bucket is None or n <= spec.bucket))
+
+
+def _cases(spec, seed):
+    for n in _n_cases(spec):
+        for m in M_VALUES:
+            for kind in ("normal", "offset") if m else ("normal",):
+                pad = 0 if m <= 1 else 3 * spec.vec  # rows of x are a slice of wider rows
+                yield Case(spec.x, spec.w, n, m, kind, pad, seed ^ zlib.crc32(f"{n},{m},{kind}".encode()))
+
+
+@pytest.fixture
+def only(spec):
+    """Dispatch from this one instance alone."""
+    dispatch.use_generated(DEFAULT_OUT, registry={spec.key: spec.name})
+    yield spec
+    dispatch.use_generated(DEFAULT_OUT)
+
+
+def test_instance_against_reference(only, seed):
+    import normgen
+
+    spec = only
+    for case in _cases(spec, seed):
+        (x, g, b), ref_y, ref_mean, ref_rstd = expected(case)
+        what = f"{spec.name} N={case.n} M={case.m} {case.kind} pad={case.pad} seed={seed}"
+        chosen = dispatch.choose(spec.norm, spec.x, spec.w, spec.save_stats, case.n, spec.vec)
+        assert chosen == spec, what
+        with poisoned_allocations():
+            if spec.save_stats:
+                y, mean, rstd = normgen.layernorm(x, g, b, eps=1e-5, return_mean_rstd=True)
+            else:
+                y = normgen.layernorm(x, g, b, eps=1e-5)
+        assert_close(y, ref_y, spec.x, what)
+        if spec.save_stats:
+            assert mean.shape == rstd.shape == (case.m,)
+            assert_stats(mean, rstd, ref_mean, ref_rstd, what)

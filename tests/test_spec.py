@@ -1,0 +1,81 @@
+"""The spec model: names round-trip, invalid combinations say why, tiles fit the bucket."""
+import pytest
+
+from normgen import tiles
+from normgen.matrix import Selection, select
+from normgen.spec import KernelSpec, SpecError, invalid_reason, parse_name
+from normgen.types import DType, FusedAdd, Norm, Pipeline, Quant
+
+EVERY = select(Selection(include=("*",)))
+
+
+def test_every_valid_instance_round_trips():
+    assert EVERY, "the full matrix is empty"
+    names = [s.name for s in EVERY]
+    assert len(set(names)) == len(names), "two specs share a name"
+    for spec in EVERY:
+        assert parse_name(spec.name) == spec
+        assert spec.symbol == spec.file_stem == spec.test_id == spec.name
+        assert spec.file_name == spec.name + ".cu"
+        assert spec.name.isidentifier(), "a name must be a valid C symbol"
+
+
+def test_example_name():
+    spec = KernelSpec(Norm.LAYERNORM, DType.BF16, DType.BF16, DType.BF16, save_stats=True,
+                      pipeline=Pipeline.ONE_PASS, bucket=4096, vec=8)
+    assert spec.name == "layernorm_fwd_bf16_nb4096_1p_v8_mv"
+    assert parse_name("layernorm_fwd_fp16_wfp32_2p_v1").w == DType.FP32
+
+
+@pytest.mark.parametrize("name", [
+    "layernorm_fwd_bf16_nb4096_1p_v8_mv_extra",  # trailing junk
+    "layernorm_fwd_fp64_nb4096_1p_v1",  # unknown precision
+    "layernorm_fwd_bf16_nb4000_1p_v8",  # not a bucket
+    "layernorm_fwd_fp32_nb4096_1p_v8",  # vector wider than 16 bytes
+    "layernorm_fwd_bf16_wbf16_nb4096_1p_v8",  # not canonical: w equal to x is implied
+    "layernorm_fwd_bf16_nb4096_2p_v8",  # two-pass has no bucket
+])
+def test_bad_names_are_rejected(name):
+    with pytest.raises(SpecError):
+        parse_name(name)
+
+
+@pytest.mark.parametrize("change, words", [
+    (dict(x=DType.INT8), "input precision"),
+    (dict(w=DType.FP16), "gamma/beta precision"),
+    (dict(out=DType.INT8), "without quantization"),
+    (dict(smooth=DType.FP32), "smooth scale needs quantization"),
+    (dict(quant=Quant.DYNAMIC, out=DType.INT8), "per-row scale precision"),
+    (dict(quant=Quant.STATIC, out=DType.FP16), "int8 or fp8"),
+    (dict(vec=16), "vector width"),
+    (dict(bucket=100), "one-pass bucket"),
+    (dict(pipeline=Pipeline.TWO_PASS), "no bucket"),
+])
+def test_invalid_combinations_say_why(change, words):
+    base = dict(norm=Norm.LAYERNORM, x=DType.BF16, w=DType.BF16, out=DType.BF16,
+                pipeline=Pipeline.ONE_PASS, bucket=1024, vec=8)
+    assert invalid_reason(KernelSpec(**base)) is None
+    reason = invalid_reason(KernelSpec(**{**base, **change}))
+    assert reason and words in reason, reason
+
+
+def test_unimplemented_axes_are_modelled_and_refused():
+    base = dict(norm=Norm.LAYERNORM, x=DType.BF16, w=DType.BF16, out=DType.BF16,
+                pipeline=Pipeline.ONE_PASS, bucket=1024, vec=8)
+    for change in (dict(norm=Norm.RMSNORM), dict(fused_add=FusedAdd.STORE), dict(x_bias=True),
+                   dict(quant=Quant.DYNAMIC, out=DType.INT8, scale=DType.FP32)):
+        assert "not implemented" in invalid_reason(KernelSpec(**{**base, **change}))
+
+
+@pytest.mark.parametrize("bucket", tiles.BUCKETS)
+@pytest.mark.parametrize("vec", [1, 2, 4, 8])
+def test_one_pass_tile_covers_its_bucket(bucket, vec):
+    t = tiles.one_pass_tile(bucket, vec)
+    assert t.threads_per_row * t.vec * t.repeat == bucket
+    assert t.threads_per_row & (t.threads_per_row - 1) == 0, "threads per row: a power of two"
+    assert t.block_threads <= 1024 and (t.block_threads % 32 == 0)
+
+
+def test_buckets_cover_one_pass_range():
+    for x, n_max in tiles.ONE_PASS_MAX_N.items():
+        assert n_max <= max(tiles.BUCKETS), f"{x}: one-pass range beyond the largest bucket"
