@@ -90,7 +90,7 @@ def _load(spec: KernelSpec, source_dir: Path, device: int) -> Kernel:
         props = runtime.getDeviceProperties(device)
         arch = f"sm_{props['major']}{props['minor']}"
         module = cupy.RawModule(path=str(cubin_path(spec, source_dir, arch)))
-        func = module.get_function(spec.symbol)
+        func = module.get_function(spec.symbol).kernel
         tile = spec.tile
         per_sm = driver.occupancyMaxActiveBlocksPerMultiprocessor(
             func.ptr, tile.block_threads, 0)
