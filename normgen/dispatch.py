@@ -129,7 +129,7 @@ def _check_x(xv: arrays.View) -> int:
     n = xv.shape[-1]
     if not 1 <= n < 2**31:
         raise ValueError(f"x: the last dimension N must be between 1 and 2**31 - 1, not {n}")
-    if n > 1 and xv.strides[-1] != 1:
+    if n > 1 and xv.strides[-1] != 1 and math.prod(xv.shape):  # an empty x has no strides to speak of
         raise ValueError(f"x: the last dimension must be contiguous (stride 1), not stride "
                          f"{xv.strides[-1]}; pass a contiguous copy of x")
     return n

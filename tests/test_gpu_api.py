@@ -80,7 +80,7 @@ def test_leading_dims_and_non_collapsible_views(seed):
         want = reference.layernorm(cupy.asnumpy(x), cupy.asnumpy(g), None, 1e-5)
         assert_close(y, cupy.asarray(want), DType.FP16, f"view {x.shape} {x.strides}")
     with pytest.raises(ValueError, match="two strides"):
-        normgen.layernorm(base[:, ::2, ::2, :][:, :, :, :], g, None)  # three separate strides
+        normgen.layernorm(base[:, ::2], g, None)  # (4, 5, 2, 300): three separate strides
 
 
 def test_row_result_does_not_depend_on_batch(seed):
@@ -108,7 +108,7 @@ def test_misaligned_pointer_uses_a_narrower_instance(seed):
 
     rng = cupy.random.default_rng(seed)
     buf = rng.standard_normal(3 * 1025, dtype=cupy.float32).astype(cupy.float16)
-    x = buf[1:].reshape(3, 1024)  # 2-byte aligned: only v1 fits
+    x = buf[1:3073].reshape(3, 1024)  # 2-byte aligned: only v1 fits
     g = cupy.ones(1024, dtype=cupy.float16)
     assert dispatch._vec_align(dispatch.arrays.view(x, "x"), 1024, ()) == 1
     want = reference.layernorm(cupy.asnumpy(x), cupy.asnumpy(g), None, 1e-5)
