@@ -74,7 +74,7 @@ def make_inputs(case: Case):
     return (x, g, b), (cupy.asnumpy(x), cupy.asnumpy(g), cupy.asnumpy(b))
 
 
-@functools.lru_cache(maxsize=4)
+@functools.lru_cache(maxsize=48)  # instances that share x/w precision share inputs
 def expected(case: Case):
     """(device inputs, reference y on the device, reference mean and rstd on the host)."""
     import cupy
@@ -95,8 +95,9 @@ def _ordered(a, bits: int):
 
 def assert_close(y, ref, dtype: DType, what: str):
     """fp32: |y - ref| <= 1e-5 (|ref| + 1). fp16/bf16: every element within 1 ulp of the
-    correctly rounded reference (or within 1e-5, which matters only next to zero), and at
-    most 1% of them 1 ulp off."""
+    correctly rounded reference (or within 1e-5, which matters only next to zero), and
+    nearly all exact: at most 1% + 3 elements 1 ulp off (fp32 arithmetic flips a rounding
+    with probability ~1e-4 per element, so a 63-element row may show one)."""
     import cupy
 
     assert y.shape == ref.shape and y.dtype == ref.dtype, what
@@ -111,8 +112,8 @@ def assert_close(y, ref, dtype: DType, what: str):
     bad = (ulps > 1) & (err > 1e-5)
     assert not bool(bad.any()), (
         f"{what}: {int(bad.sum())} elements more than 1 ulp off, worst {int(ulps.max())} ulp")
-    frac = float((ulps == 1).mean()) if y.size else 0.0
-    assert frac <= 0.01, f"{what}: {frac:.2%} of elements 1 ulp off"
+    off = int((ulps == 1).sum())
+    assert off <= 0.01 * y.size + 3, f"{what}: {off} of {y.size} elements 1 ulp off"
 
 
 def assert_stats(mean, rstd, ref_mean, ref_rstd, what: str):
