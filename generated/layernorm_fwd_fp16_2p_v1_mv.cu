@@ -14,10 +14,11 @@ struct Traits {
   static constexpr int kRowsPerBlock = 1;
   static constexpr int kVec = 1;
   static constexpr int kRepeat = 16;
+  static constexpr int kCluster = 1;
 };
 }  // namespace
 
-extern "C" __global__ void __launch_bounds__(512)
+extern "C" __global__ void __launch_bounds__(512, 1)
 layernorm_fwd_fp16_2p_v1_mv(const normgen::Params p) {
   normgen::norm_fwd<Traits>(p);
 }

@@ -14,10 +14,11 @@ struct Traits {
   static constexpr int kRowsPerBlock = 8;
   static constexpr int kVec = 1;
   static constexpr int kRepeat = 8;
+  static constexpr int kCluster = 1;
 };
 }  // namespace
 
-extern "C" __global__ void __launch_bounds__(128)
+extern "C" __global__ void __launch_bounds__(128, 1)
 layernorm_fwd_fp16_wfp32_nb128_1p_v1(const normgen::Params p) {
   normgen::norm_fwd<Traits>(p);
 }

@@ -10,14 +10,15 @@ struct Traits {
   static constexpr normgen::Norm kNorm = normgen::Norm::LAYERNORM;
   static constexpr normgen::Pipeline kPipeline = normgen::Pipeline::ONE_PASS;
   static constexpr bool kSaveStats = false;
-  static constexpr int kThreadsPerRow = 8;
-  static constexpr int kRowsPerBlock = 16;
+  static constexpr int kThreadsPerRow = 16;
+  static constexpr int kRowsPerBlock = 8;
   static constexpr int kVec = 4;
-  static constexpr int kRepeat = 2;
+  static constexpr int kRepeat = 1;
+  static constexpr int kCluster = 1;
 };
 }  // namespace
 
-extern "C" __global__ void __launch_bounds__(128)
+extern "C" __global__ void __launch_bounds__(128, 1)
 layernorm_fwd_fp32_nb64_1p_v4(const normgen::Params p) {
   normgen::norm_fwd<Traits>(p);
 }

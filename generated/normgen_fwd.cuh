@@ -10,6 +10,7 @@
 namespace normgen {
 
 typedef long long i64;
+typedef unsigned int uint32_t;
 enum class Norm { LAYERNORM, RMSNORM };
 enum class Pipeline { ONE_PASS, TWO_PASS };
 enum class Quant { NONE, DYNAMIC, STATIC };
@@ -68,6 +69,59 @@ __device__ __forceinline__ void load_vec(float (&out)[V], const T* p) {
   }
 }
 
+// A thread's P vectors of V elements, kept as loaded: packed in 32-bit words, two 16-bit
+// elements to a word (the compiler gives each __nv_bfloat16 a register of its own otherwise).
+template <typename T> __device__ __forceinline__ float bits_to_float(uint32_t word, int half);
+template <> __device__ __forceinline__ float bits_to_float<float>(uint32_t word, int) {
+  return __uint_as_float(word);
+}
+template <> __device__ __forceinline__ float bits_to_float<__nv_bfloat16>(uint32_t word, int half) {
+  return __uint_as_float(half ? word & 0xffff0000u : word << 16);
+}
+template <> __device__ __forceinline__ float bits_to_float<__half>(uint32_t word, int half) {
+  return __half2float(__ushort_as_half(static_cast<unsigned short>(half ? word >> 16 : word)));
+}
+
+template <typename T, int P, int V> struct Packed {
+  static constexpr int kVecBytes = V * sizeof(T);
+  static constexpr int kWords = (P * kVecBytes + 3) / 4;
+  uint32_t w[kWords];
+
+  // Element j of vector i (compile-time indices once unrolled).
+  __device__ __forceinline__ float get(int i, int j) const {
+    const int e = i * V + j;
+    return sizeof(T) == 4 ? bits_to_float<T>(w[e], 0) : bits_to_float<T>(w[e / 2], e % 2);
+  }
+  // Vector i from p; vectors are loaded in ascending i (a 2-byte vector shares its word).
+  __device__ __forceinline__ void load(int i, const T* p) {
+    if constexpr (kVecBytes >= 16) {
+#pragma unroll
+      for (int c = 0; c < kVecBytes / 16; ++c) {
+        const uint4 q = reinterpret_cast<const uint4*>(p)[c];
+        uint32_t* d = w + i * kVecBytes / 4 + 4 * c;
+        d[0] = q.x; d[1] = q.y; d[2] = q.z; d[3] = q.w;
+      }
+    } else if constexpr (kVecBytes == 8) {
+      const uint2 q = *reinterpret_cast<const uint2*>(p);
+      w[2 * i] = q.x;
+      w[2 * i + 1] = q.y;
+    } else if constexpr (kVecBytes == 4) {
+      w[i] = *reinterpret_cast<const uint32_t*>(p);
+    } else {
+      const uint32_t bits = *reinterpret_cast<const unsigned short*>(p);
+      w[i / 2] = i % 2 ? (w[i / 2] & 0xffffu) | (bits << 16) : bits;
+    }
+  }
+  __device__ __forceinline__ void zero(int i) {  // 0 bits are 0.0 in every float type
+    if constexpr (kVecBytes >= 4) {
+#pragma unroll
+      for (int c = 0; c < kVecBytes / 4; ++c) w[i * kVecBytes / 4 + c] = 0u;
+    } else {
+      w[i / 2] = i % 2 ? w[i / 2] & 0xffffu : 0u;
+    }
+  }
+};
+
 template <typename T, int V>
 __device__ __forceinline__ void store_vec(T* p, const float (&in)[V]) {
   constexpr int A = access_elems<T, V>();
@@ -84,14 +138,52 @@ __device__ __forceinline__ i64 row_offset(i64 row, i64 inner, i64 so, i64 si) {
   return (row / inner) * so + (row % inner) * si;
 }
 
+// ---- thread-block clusters (rows split over C blocks) ------------------------------------
+__device__ __forceinline__ unsigned cluster_rank() {
+  unsigned r;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
+  return r;
+}
+__device__ __forceinline__ unsigned cluster_index() {
+  unsigned r;
+  asm volatile("mov.u32 %0, %%clusterid.x;" : "=r"(r));
+  return r;
+}
+__device__ __forceinline__ unsigned cluster_count() {
+  unsigned r;
+  asm volatile("mov.u32 %0, %%nclusterid.x;" : "=r"(r));
+  return r;
+}
+// All threads of all blocks of the cluster; orders shared-memory writes before it with
+// reads (also remote ones) after it.
+__device__ __forceinline__ void cluster_sync() {
+  asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;" ::: "memory");
+}
+// A float in the shared memory of block `rank` of this cluster, at the address `p` has here.
+__device__ __forceinline__ float load_cluster(const float* p, unsigned rank) {
+  unsigned local = static_cast<unsigned>(__cvta_generic_to_shared(p)), remote;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(local), "r"(rank));
+  float v;
+  asm volatile("ld.shared::cluster.f32 %0, [%1];" : "=f"(v) : "r"(remote) : "memory");
+  return v;
+}
+
 // ---- row reduction ------------------------------------------------------------------
-// Sums K values over the T threads that share a row (T a power of two; rows are T-aligned
-// groups of the block). The xor butterfly adds the same two values in both partners, so
-// every thread ends with the same bits, and the order is fixed: results do not depend on
-// which block or which batch the row is in. Rows wider than a warp combine their warps'
-// sums through `scratch` (R * T/32 * K floats) in warp order.
-template <int T, int R, int K>
-__device__ __forceinline__ void row_sum(float (&v)[K], float* scratch) {
+// Shared memory one reduction needs: per-warp partials, and for clusters this block's total
+// (read by the other blocks) and the cluster total (read by this block's threads).
+template <int T, int R, int K> struct ReduceScratch {
+  float warps[T > 32 ? R * (T / 32) * K : 1];
+  float block[K];
+  float cluster[K];
+};
+
+// Sums K values over the T threads that share a row in each of the C blocks of a cluster
+// (T a power of two; rows are T-aligned groups of the block). The xor butterfly adds the
+// same two values in both partners, so every thread ends with the same bits; warp, block
+// and cluster partials are combined in a fixed order: results do not depend on which
+// block or which batch the row is in.
+template <int T, int R, int C, int K>
+__device__ __forceinline__ void row_sum(float (&v)[K], ReduceScratch<T, R, K>& sh) {
 #pragma unroll
   for (int off = (T < 32 ? T : 32) / 2; off > 0; off /= 2) {
 #pragma unroll
@@ -100,7 +192,7 @@ __device__ __forceinline__ void row_sum(float (&v)[K], float* scratch) {
   if constexpr (T > 32) {
     constexpr int W = T / 32;
     const int warp = threadIdx.x / 32;
-    float* row = scratch + (warp / W) * W * K;
+    float* row = sh.warps + (warp / W) * W * K;
     if (threadIdx.x % 32 == 0) {
 #pragma unroll
       for (int k = 0; k < K; ++k) row[(warp % W) * K + k] = v[k];
@@ -114,9 +206,34 @@ __device__ __forceinline__ void row_sum(float (&v)[K], float* scratch) {
       v[k] = s;
     }
   }
+  if constexpr (C > 1) {
+    static_assert(R == 1 && C <= 32 && (C & (C - 1)) == 0, "a cluster serves one row");
+    // A block rewrites sh.block only after the cluster barrier of the next reduction, which
+    // every other block passes only after reading it: two reductions per row keep it safe.
+    if (threadIdx.x == 0) {
+#pragma unroll
+      for (int k = 0; k < K; ++k) sh.block[k] = v[k];
+    }
+    cluster_sync();
+    if (threadIdx.x < 32) {
+      float t[K];
+#pragma unroll
+      for (int k = 0; k < K; ++k) t[k] = load_cluster(&sh.block[k], threadIdx.x % C);
+#pragma unroll
+      for (int off = C / 2; off > 0; off /= 2) {
+#pragma unroll
+        for (int k = 0; k < K; ++k) t[k] += __shfl_xor_sync(0xffffffffu, t[k], off);
+      }
+      if (threadIdx.x == 0) {
+#pragma unroll
+        for (int k = 0; k < K; ++k) sh.cluster[k] = t[k];
+      }
+    }
+    __syncthreads();
+#pragma unroll
+    for (int k = 0; k < K; ++k) v[k] = sh.cluster[k];
+  }
 }
-
-template <int T, int R, int K> __host__ __device__ constexpr int scratch_floats() { return T > 32 ? R * (T / 32) * K : 1; }
 
 // ---- statistics ----------------------------------------------------------------------
 // Shifted sums: with a shift k near the row mean, s1 = sum(x - k) and s2 = sum((x - k)^2)
@@ -135,28 +252,48 @@ __device__ __forceinline__ Stats finish_stats(float shift, float s1, float s2, i
   return Stats{shift, c, 1.f / sqrtf(var + eps)};
 }
 
-// ---- epilogue: normalize one vector of V values already shifted by stats.shift --------
+// ---- epilogue -----------------------------------------------------------------------
+// gamma/beta for P vectors, packed like the row.
+template <class K, int P, int V> struct Weights {
+  Packed<typename K::W, P, V> g, b;
+
+  __device__ __forceinline__ void load(const Params& p, int i, i64 col) {
+    using W = typename K::W;
+    g.load(i, static_cast<const W*>(p.gamma) + col);
+    if constexpr (K::kNorm == Norm::LAYERNORM) {
+      if (p.beta != nullptr) {
+        b.load(i, static_cast<const W*>(p.beta) + col);
+      } else {
+        b.zero(i);
+      }
+    }
+  }
+};
+
+// Normalize vector i of V values d (already shifted by stats.shift) and store it at col.
+template <class K, int P, int V>
+__device__ __forceinline__ void normalize_store(const Params& p, const Stats& st, const float (&d)[V],
+                                                const Weights<K, P, V>& w, int i, i64 y_off, i64 col) {
+  float out[V];
+#pragma unroll
+  for (int j = 0; j < V; ++j) {
+    const float g = w.g.get(i, j);
+    if constexpr (K::kNorm == Norm::LAYERNORM) {
+      out[j] = fmaf((d[j] - st.c) * st.rstd, g, w.b.get(i, j));
+    } else {
+      out[j] = d[j] * st.rstd * (g + p.weight_offset);
+    }
+  }
+  store_vec<typename K::Y, V>(static_cast<typename K::Y*>(p.y) + y_off + col, out);
+}
+
+// Load one vector's weights and normalize it (weights not kept in registers).
 template <class K, int V>
 __device__ __forceinline__ void normalize_store(const Params& p, const Stats& st, const float (&d)[V],
                                                 i64 y_off, i64 col) {
-  using W = typename K::W;
-  float g[V], out[V];
-  load_vec<W, V>(g, static_cast<const W*>(p.gamma) + col);
-  if constexpr (K::kNorm == Norm::LAYERNORM) {
-    float b[V];
-    if (p.beta != nullptr) {
-      load_vec<W, V>(b, static_cast<const W*>(p.beta) + col);
-    } else {
-#pragma unroll
-      for (int j = 0; j < V; ++j) b[j] = 0.f;
-    }
-#pragma unroll
-    for (int j = 0; j < V; ++j) out[j] = fmaf((d[j] - st.c) * st.rstd, g[j], b[j]);
-  } else {
-#pragma unroll
-    for (int j = 0; j < V; ++j) out[j] = d[j] * st.rstd * (g[j] + p.weight_offset);
-  }
-  store_vec<typename K::Y, V>(static_cast<typename K::Y*>(p.y) + y_off + col, out);
+  Weights<K, 1, V> w;
+  w.load(p, 0, col);
+  normalize_store<K, 1, V>(p, st, d, w, 0, y_off, col);
 }
 
 template <class K>
@@ -168,34 +305,47 @@ __device__ __forceinline__ void save_stats(const Params& p, i64 row, const Stats
 }
 
 // ---- one-pass: the whole row in registers ----------------------------------------------
-// Each block serves R rows at a time, T threads per row; thread t holds the P vectors at
-// columns (i*T + t)*V. Blocks stride over the rows, so any number of rows works.
+// A block serves R rows at a time with T threads per row, or, with a cluster of C blocks,
+// one row with C*T threads. Row thread t holds the P vectors at columns (i*C*T + t)*V, in
+// their input precision (half the registers of floats; converting is one instruction).
+// gamma/beta are fetched before the reductions when they fit in 32 registers. Blocks
+// (clusters) stride over the rows, so any number of rows works.
 template <class K>
 __device__ __forceinline__ void one_pass(const Params& p) {
   using X = typename K::X;
-  constexpr int T = K::kThreadsPerRow, R = K::kRowsPerBlock, V = K::kVec, P = K::kRepeat;
+  constexpr int T = K::kThreadsPerRow, R = K::kRowsPerBlock, C = K::kCluster;
+  constexpr int V = K::kVec, P = K::kRepeat;
   constexpr bool kLN = K::kNorm == Norm::LAYERNORM;
-  __shared__ float scratch[2][scratch_floats<T, R, 2>()];
-  const int lane = threadIdx.x % T;
+  constexpr bool kPrefetchWeights = V > 1 && 2 * Packed<typename K::W, P, V>::kWords <= 32;
+  __shared__ ReduceScratch<T, R, 1> sh_shift;
+  __shared__ ReduceScratch<T, R, 2> sh_stats;
+  const int lane = (C > 1 ? cluster_rank() * T : 0) + threadIdx.x % T;
+  const i64 group = C > 1 ? cluster_index() : blockIdx.x;
+  const i64 groups = C > 1 ? cluster_count() : gridDim.x;
   const int n = p.n;
   const X* x = static_cast<const X*>(p.x);
 
-  for (i64 base = static_cast<i64>(blockIdx.x) * R; base < p.rows; base += static_cast<i64>(gridDim.x) * R) {
+  for (i64 base = group * R; base < p.rows; base += groups * R) {
     // Every thread runs the reductions, also for a row past the end (live == false).
     const i64 row = base + threadIdx.x / T;
     const bool live = row < p.rows;
     const X* xr = x + (live ? row_offset(row, p.inner, p.x_so, p.x_si) : 0);
+    auto in_row = [&](int i) { return (i * C * T + lane) * V < n; };
 
-    float v[P][V];
+    Packed<X, P, V> raw;
 #pragma unroll
     for (int i = 0; i < P; ++i) {
-      const int col = (i * T + lane) * V;
-      if (live && col < n) {
-        load_vec<X, V>(v[i], xr + col);
+      if (live && in_row(i)) {
+        raw.load(i, xr + (i * C * T + lane) * V);
       } else {
-#pragma unroll
-        for (int j = 0; j < V; ++j) v[i][j] = 0.f;
+        raw.zero(i);  // padding
       }
+    }
+    Weights<K, kPrefetchWeights ? P : 1, V> w;
+    if constexpr (kPrefetchWeights) {
+#pragma unroll
+      for (int i = 0; i < P; ++i)
+        if (live && in_row(i)) w.load(p, i, (i * C * T + lane) * V);
     }
 
     float shift = 0.f;
@@ -204,35 +354,44 @@ __device__ __forceinline__ void one_pass(const Params& p) {
 #pragma unroll
       for (int i = 0; i < P; ++i)
 #pragma unroll
-        for (int j = 0; j < V; ++j) s[0] += v[i][j];
-      row_sum<T, R, 1>(s, scratch[0]);
+        for (int j = 0; j < V; ++j) s[0] += raw.get(i, j);
+      row_sum<T, R, C, 1>(s, sh_shift);
       shift = s[0] / static_cast<float>(n);
     }
     float s[2] = {0.f, 0.f};
 #pragma unroll
     for (int i = 0; i < P; ++i) {
-      if ((i * T + lane) * V < n) {
+      if (in_row(i)) {  // padding lanes stay out of the sums
 #pragma unroll
         for (int j = 0; j < V; ++j) {
-          v[i][j] -= shift;
-          s[0] += v[i][j];
-          s[1] = fmaf(v[i][j], v[i][j], s[1]);
+          const float d = raw.get(i, j) - shift;
+          s[0] += d;
+          s[1] = fmaf(d, d, s[1]);
         }
       }
     }
-    row_sum<T, R, 2>(s, scratch[1]);
+    row_sum<T, R, C, 2>(s, sh_stats);
     const Stats st = finish_stats<K::kNorm>(shift, s[0], s[1], n, p.eps);
 
     if (live) {
       const i64 y_off = row * n;
 #pragma unroll
       for (int i = 0; i < P; ++i) {
-        const int col = (i * T + lane) * V;
-        if (col < n) normalize_store<K, V>(p, st, v[i], y_off, col);
+        if (!in_row(i)) continue;
+        const int col = (i * C * T + lane) * V;
+        float d[V];
+#pragma unroll
+        for (int j = 0; j < V; ++j) d[j] = raw.get(i, j) - shift;
+        if constexpr (kPrefetchWeights) {
+          normalize_store<K, P, V>(p, st, d, w, i, y_off, col);
+        } else {
+          normalize_store<K, V>(p, st, d, y_off, col);
+        }
       }
       if (lane == 0) save_stats<K>(p, row, st);
     }
   }
+  if constexpr (C > 1) cluster_sync();  // no block may exit while another reads its shared memory
 }
 
 // ---- two-pass: statistics over the streamed row, then re-read and normalize -----------
@@ -245,8 +404,9 @@ __device__ __forceinline__ void two_pass(const Params& p) {
   constexpr int T = K::kThreadsPerRow, V = K::kVec, P = K::kRepeat;
   constexpr int kChunk = T * V * P;
   constexpr bool kLN = K::kNorm == Norm::LAYERNORM;
-  static_assert(K::kRowsPerBlock == 1, "two-pass serves one row per block");
-  __shared__ float scratch[2][scratch_floats<T, 1, 2>()];
+  static_assert(K::kRowsPerBlock == 1 && K::kCluster == 1, "two-pass serves one row per block");
+  __shared__ ReduceScratch<T, 1, 1> sh_shift;
+  __shared__ ReduceScratch<T, 1, 2> sh_stats;
   const int n = p.n;
   const i64 last_chunk = (static_cast<i64>(n) - 1) / kChunk * kChunk;
 
@@ -274,7 +434,7 @@ __device__ __forceinline__ void two_pass(const Params& p) {
       for (int i = 0; i < P; ++i)
 #pragma unroll
         for (int j = 0; j < V; ++j) s[0] += v[i][j];
-      row_sum<T, 1, 1>(s, scratch[0]);
+      row_sum<T, 1, 1, 1>(s, sh_shift);
       shift = s[0] / static_cast<float>(n < kChunk ? n : kChunk);
     }
     float s[2] = {0.f, 0.f};
@@ -294,7 +454,7 @@ __device__ __forceinline__ void two_pass(const Params& p) {
       if (c0 >= n) break;
       load_chunk(c0);
     }
-    row_sum<T, 1, 2>(s, scratch[1]);
+    row_sum<T, 1, 1, 2>(s, sh_stats);
     const Stats st = finish_stats<K::kNorm>(shift, s[0], s[1], n, p.eps);
 
     const i64 y_off = row * n;

@@ -57,7 +57,7 @@ def candidates(norm: Norm, x: DType, w: DType, save_stats: bool, n: int, vec_ali
     vecs = [v for v in (8, 4, 2, 1) if v <= vec_align and v <= x.vmax]
     if n <= tiles.ONE_PASS_MAX_N[x]:
         for b in tiles.BUCKETS:
-            if b >= n:
+            if b >= n and tiles.has_one_pass(x, b):
                 yield from (spec(Pipeline.ONE_PASS, b, v) for v in vecs)
     yield from (spec(Pipeline.TWO_PASS, None, v) for v in vecs)
 

@@ -51,11 +51,12 @@ class Kernel:
     func: int  # CUfunction
     block: int
     rows_per_block: int
-    max_blocks: int  # enough blocks to fill the device; they stride over the rest
+    cluster: int  # blocks per row
+    max_groups: int  # enough blocks (clusters) to fill the device; they stride over the rest
 
     def launch(self, stream: int, rows: int, *values) -> None:
         """values: the Params fields in params.FIELDS order."""
-        blocks = min(-(-rows // self.rows_per_block), self.max_blocks)
+        blocks = min(-(-rows // self.rows_per_block), self.max_groups) * self.cluster
         b = _buffers
         params.PACKER.pack_into(b.args, 0, *values)
         _launch(self.func, blocks, 1, 1, self.block, 1, 1, 0, stream, 0, b.extra_ptr)
@@ -94,5 +95,6 @@ def _load(spec: KernelSpec, source_dir: Path, device: int) -> Kernel:
         tile = spec.tile
         per_sm = driver.occupancyMaxActiveBlocksPerMultiprocessor(
             func.ptr, tile.block_threads, 0)
+        blocks = max(per_sm, 1) * props["multiProcessorCount"]
         return Kernel(spec, module, func.ptr, tile.block_threads, tile.rows_per_block,
-                      max(per_sm, 1) * props["multiProcessorCount"])
+                      tile.cluster, max(blocks // tile.cluster, 1))

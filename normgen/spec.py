@@ -64,7 +64,7 @@ class KernelSpec:
     @property
     def tile(self) -> tiles.Tile:
         if self.pipeline == Pipeline.ONE_PASS:
-            return tiles.one_pass_tile(self.bucket, self.vec)
+            return tiles.one_pass_tile(self.x, self.bucket, self.vec)
         return tiles.two_pass_tile(self.vec, self.x)
 
     def __str__(self) -> str:
@@ -92,8 +92,9 @@ def invalid_reason(spec: KernelSpec) -> Optional[str]:
             return f"{role} precision must be fp32/fp16/bf16, not {dt.value}"
     if s.vec not in _vec_widths(s.x):
         return f"vector width must be one of {_vec_widths(s.x)} for {s.x.value}, not {s.vec}"
-    if s.pipeline == Pipeline.ONE_PASS and s.bucket not in tiles.ONE_PASS_TILES:
-        return f"a one-pass bucket must be one of {tiles.BUCKETS}, not {s.bucket}"
+    if s.pipeline == Pipeline.ONE_PASS and not tiles.has_one_pass(s.x, s.bucket):
+        valid = sorted(tiles.ONE_PASS_TILES[s.x.itemsize])
+        return f"a one-pass {s.x.value} bucket must be one of {valid}, not {s.bucket}"
     if s.pipeline == Pipeline.TWO_PASS and s.bucket is not None:
         return "a two-pass instance serves every N and has no bucket"
     if s.norm != Norm.LAYERNORM:

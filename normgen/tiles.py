@@ -1,9 +1,15 @@
 """Tile configurations as data: how a row is spread over threads, per N bucket.
 
-A one-pass instance holds its whole row in registers: threads_per_row threads each hold
-bucket / threads_per_row elements (as `repeat` vectors of `vec` elements). Small buckets
-pack several rows into one block so a block still has enough threads. The table depends on
-N only, never on the number of rows, so a row's result does not depend on the batch size.
+A one-pass instance holds its whole row in registers: threads_per_row threads (times
+`cluster` thread blocks, for the largest rows) each hold bucket / (threads_per_row * cluster)
+elements, as `repeat` vectors of `vec` elements. Each thread keeps at least 64 bytes of its
+row in flight (32 elements of a 2-byte type, 16 of fp32): enough loads outstanding per SM to
+cover DRAM latency. Small buckets pack several rows into one block. Rows too long for one block's
+registers are split over a thread-block cluster whose blocks combine their partial sums
+through distributed shared memory, so no row is read twice from DRAM.
+
+The table depends on N and the element size only, never on the number of rows, so a row's
+result does not depend on the batch it is in.
 """
 from __future__ import annotations
 
@@ -11,47 +17,74 @@ from dataclasses import dataclass
 
 from .types import DType
 
-# bucket (largest N served) -> (threads per row, rows per block), 32-lane warps.
-ONE_PASS_TILES: dict[int, tuple[int, int]] = {
-    64: (8, 16),
-    128: (16, 8),
-    256: (32, 4),
-    512: (64, 2),
-    1024: (128, 1),
-    2048: (256, 1),
-    4096: (512, 1),
-    8192: (512, 1),
+# element bytes -> bucket (largest N served) -> (threads per row per block, rows per block,
+# blocks per row (cluster size)). Threads per row are a power of two (32-lane warps).
+ONE_PASS_TILES: dict[int, dict[int, tuple[int, int, int]]] = {
+    2: {
+        64: (8, 16, 1),
+        128: (16, 8, 1),
+        256: (32, 4, 1),
+        512: (32, 4, 1),
+        1024: (32, 4, 1),
+        2048: (64, 2, 1),
+        4096: (128, 1, 1),
+        8192: (256, 1, 1),
+        16384: (512, 1, 1),
+        32768: (512, 1, 2),
+        65536: (512, 1, 4),
+        131072: (512, 1, 8),
+        262144: (512, 1, 8),
+    },
+    4: {
+        64: (16, 8, 1),
+        128: (32, 4, 1),
+        256: (32, 4, 1),
+        512: (32, 4, 1),
+        1024: (64, 2, 1),
+        2048: (128, 1, 1),
+        4096: (256, 1, 1),
+        8192: (512, 1, 1),
+        16384: (512, 1, 1),
+        32768: (512, 1, 4),
+        65536: (512, 1, 8),
+        131072: (512, 1, 8),
+    },
 }
-BUCKETS: tuple[int, ...] = tuple(sorted(ONE_PASS_TILES))
+BUCKETS: tuple[int, ...] = tuple(sorted(set().union(*ONE_PASS_TILES.values())))
 
-# Two-pass: one row per block, streamed in chunks of threads * vec * TWO_PASS_UNROLL elements.
+# Two-pass: one row per block, streamed in chunks of threads * vec * repeat elements.
 TWO_PASS_THREADS = 512
 TWO_PASS_UNROLL = 2
 
 # Largest N served by the one-pass pipeline, per input precision (above it: two-pass).
 ONE_PASS_MAX_N: dict[DType, int] = {
-    DType.FP32: 8192,
-    DType.FP16: 8192,
-    DType.BF16: 8192,
+    DType.FP32: 131072,
+    DType.FP16: 262144,
+    DType.BF16: 262144,
 }
 
 
 @dataclass(frozen=True)
 class Tile:
-    threads_per_row: int
+    threads_per_row: int  # per block
     rows_per_block: int
     vec: int  # elements per access
     repeat: int  # accesses per thread per row (one-pass) or per chunk (two-pass)
+    cluster: int = 1  # blocks per row
 
     @property
     def block_threads(self) -> int:
         return self.threads_per_row * self.rows_per_block
 
 
-def one_pass_tile(bucket: int, vec: int) -> Tile:
-    threads, rows = ONE_PASS_TILES[bucket]
-    per_thread = bucket // threads
-    return Tile(threads, rows, vec, max(per_thread // vec, 1))
+def has_one_pass(x: DType, bucket: int) -> bool:
+    return bucket in ONE_PASS_TILES[x.itemsize]
+
+
+def one_pass_tile(x: DType, bucket: int, vec: int) -> Tile:
+    threads, rows, cluster = ONE_PASS_TILES[x.itemsize][bucket]
+    per_thread = bucket // (threads * cluster)
+    return Tile(threads, rows, vec, per_thread // vec, cluster)
 
 
 def two_pass_tile(vec: int, x: DType) -> Tile:

@@ -34,10 +34,12 @@ def test_candidates_prefer_smallest_bucket_then_widest_vector_then_two_pass():
     assert (c[0].pipeline, c[0].bucket, c[0].vec) == (Pipeline.ONE_PASS, 1024, 8)
     assert [s.vec for s in c[:4]] == [8, 4, 2, 1]
     assert c[-1].pipeline == Pipeline.TWO_PASS and c[-1].vec == 1
-    big = list(dispatch.candidates(Norm.LAYERNORM, DType.FP32, DType.FP32, True, 8193, 4))
+    mid = list(dispatch.candidates(Norm.LAYERNORM, DType.FP32, DType.FP32, True, 8193, 4))
+    assert (mid[0].pipeline, mid[0].bucket, mid[0].vec) == (Pipeline.ONE_PASS, 16384, 4)
+    n = tiles.ONE_PASS_MAX_N[DType.FP32] + 4  # past the one-pass range: two-pass only
+    big = list(dispatch.candidates(Norm.LAYERNORM, DType.FP32, DType.FP32, True, n, 4))
     assert all(s.pipeline == Pipeline.TWO_PASS for s in big)
     assert [s.vec for s in big] == [4, 2, 1]
-    assert max(tiles.ONE_PASS_MAX_N.values()) == 8192
 
 
 def test_vector_width_follows_alignment():

@@ -48,7 +48,7 @@ def test_bad_names_are_rejected(name):
     (dict(quant=Quant.DYNAMIC, out=DType.INT8), "per-row scale precision"),
     (dict(quant=Quant.STATIC, out=DType.FP16), "int8 or fp8"),
     (dict(vec=16), "vector width"),
-    (dict(bucket=100), "one-pass bucket"),
+    (dict(bucket=100), "bucket must be one of"),
     (dict(pipeline=Pipeline.TWO_PASS), "no bucket"),
 ])
 def test_invalid_combinations_say_why(change, words):
@@ -67,15 +67,21 @@ def test_unimplemented_axes_are_modelled_and_refused():
         assert "not implemented" in invalid_reason(KernelSpec(**{**base, **change}))
 
 
-@pytest.mark.parametrize("bucket", tiles.BUCKETS)
+@pytest.mark.parametrize("x", [DType.FP32, DType.BF16])
 @pytest.mark.parametrize("vec", [1, 2, 4, 8])
-def test_one_pass_tile_covers_its_bucket(bucket, vec):
-    t = tiles.one_pass_tile(bucket, vec)
-    assert t.threads_per_row * t.vec * t.repeat == bucket
-    assert t.threads_per_row & (t.threads_per_row - 1) == 0, "threads per row: a power of two"
-    assert t.block_threads <= 1024 and (t.block_threads % 32 == 0)
+def test_one_pass_tiles_cover_their_buckets(x, vec):
+    if vec > x.vmax:
+        return
+    for bucket in tiles.ONE_PASS_TILES[x.itemsize]:
+        t = tiles.one_pass_tile(x, bucket, vec)
+        assert t.threads_per_row * t.cluster * t.vec * t.repeat == bucket
+        assert t.threads_per_row & (t.threads_per_row - 1) == 0, "threads per row: a power of two"
+        assert t.cluster in (1, 2, 4, 8), "portable cluster sizes"
+        assert t.cluster == 1 or t.rows_per_block == 1, "a cluster serves one row"
+        assert t.block_threads <= 1024 and t.block_threads % 32 == 0
+        assert t.repeat * t.vec * x.itemsize >= 16, "at least 16 bytes per thread"
 
 
 def test_buckets_cover_one_pass_range():
     for x, n_max in tiles.ONE_PASS_MAX_N.items():
-        assert n_max <= max(tiles.BUCKETS), f"{x}: one-pass range beyond the largest bucket"
+        assert n_max == max(tiles.ONE_PASS_TILES[x.itemsize]), f"{x}: one-pass range != buckets"

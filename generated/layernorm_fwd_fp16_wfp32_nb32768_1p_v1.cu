@@ -1,0 +1,25 @@
+// layernorm_fwd_fp16_wfp32_nb32768_1p_v1
+// Generated from templates/instance.cu.j2 by generate.py; do not edit.
+#include "normgen_fwd.cuh"
+
+namespace {
+struct Traits {
+  using X = __half;
+  using W = float;
+  using Y = __half;
+  static constexpr normgen::Norm kNorm = normgen::Norm::LAYERNORM;
+  static constexpr normgen::Pipeline kPipeline = normgen::Pipeline::ONE_PASS;
+  static constexpr bool kSaveStats = false;
+  static constexpr int kThreadsPerRow = 512;
+  static constexpr int kRowsPerBlock = 1;
+  static constexpr int kVec = 1;
+  static constexpr int kRepeat = 32;
+  static constexpr int kCluster = 2;
+};
+}  // namespace
+
+extern "C" __global__ void __launch_bounds__(512, 1)
+__cluster_dims__(2, 1, 1)
+layernorm_fwd_fp16_wfp32_nb32768_1p_v1(const normgen::Params p) {
+  normgen::norm_fwd<Traits>(p);
+}

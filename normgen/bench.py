@@ -1,0 +1,223 @@
+"""The side-by-side benchmark: `python -m normgen.bench [--out docs] [--quick]` on a GPU
+machine with torch. Measures, in one run and on the same inputs, a device-to-device copy
+(the ceiling), normgen, torch eager and torch.compile; writes bench.json, bench.md and
+bench.png. Effective bandwidth = bytes that must move / median time."""
+from __future__ import annotations
+
+import datetime
+import json
+import statistics
+import time
+from pathlib import Path
+
+import click
+
+ELEMENTS = 1 << 27
+BIG_N = (1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072, 262144)
+SMALL = ((1, 4096), (32, 4096), (256, 4096), (1, 8192), (32, 8192), (256, 8192))
+DTYPES = ("bfloat16", "float16", "float32")
+IMPLS = ("normgen", "torch", "torch.compile")
+
+
+def _torch():
+    import torch
+
+    return torch
+
+
+def time_events(fn, reps: int = 40, warmup: int = 5) -> float:
+    """Median milliseconds of one call, CUDA events around each call."""
+    torch = _torch()
+    for _ in range(warmup):
+        fn()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(reps):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        fn()
+        b.record()
+        b.synchronize()
+        times.append(a.elapsed_time(b))
+    return statistics.median(times)
+
+
+def time_graph(fn, calls: int = 100, reps: int = 20) -> float:
+    """Median milliseconds of one call, from replays of a CUDA graph of `calls` calls."""
+    torch = _torch()
+    for _ in range(3):
+        fn()
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    stream = torch.cuda.Stream()
+    with torch.cuda.stream(stream):
+        with torch.cuda.graph(graph, stream=stream):
+            for _ in range(calls):
+                fn()
+    return time_events(graph.replay, reps=reps, warmup=2) / calls
+
+
+def host_cost_us(fn, calls: int = 2000, rounds: int = 5) -> float:
+    """Median microseconds of host time per call (dispatch + launch, no sync)."""
+    torch = _torch()
+    fn()
+    torch.cuda.synchronize()
+    per = []
+    for _ in range(rounds):
+        t = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        per.append((time.perf_counter() - t) / calls * 1e6)
+        torch.cuda.synchronize()
+    return statistics.median(per)
+
+
+def layernorm_impls(x, g, b):
+    import normgen
+
+    torch = _torch()
+    F = torch.nn.functional
+    n = x.shape[-1]
+    compiled = torch.compile(lambda x, g, b: F.layer_norm(x, (n,), g, b, 1e-5), dynamic=False)
+    return {
+        "normgen": lambda: normgen.layernorm(x, g, b, eps=1e-5),
+        "torch": lambda: F.layer_norm(x, (n,), g, b, 1e-5),
+        "torch.compile": lambda: compiled(x, g, b),
+    }
+
+
+def copy_gbps() -> float:
+    torch = _torch()
+    src = torch.randn(ELEMENTS, device="cuda", dtype=torch.bfloat16)
+    dst = torch.empty_like(src)
+    ms = time_events(lambda: dst.copy_(src), reps=60)
+    return 2 * src.numel() * src.element_size() / ms / 1e6
+
+
+def run(quick: bool, impls, log) -> dict:
+    torch = _torch()
+    torch.manual_seed(0)
+    ceiling = copy_gbps()
+    log(f"copy: {ceiling:.0f} GB/s")
+    rows = []
+    ns = BIG_N[::2] if quick else BIG_N
+    for dtype in DTYPES:
+        dt = getattr(torch, dtype)
+        for n in ns:
+            m = ELEMENTS // n
+            x = torch.randn(m, n, device="cuda", dtype=dt)
+            g = 1 + 0.5 * torch.randn(n, device="cuda", dtype=dt)
+            b = torch.randn(n, device="cuda", dtype=dt)
+            nbytes = 2 * x.numel() * x.element_size() + 2 * n * g.element_size()
+            for impl, fn in layernorm_impls(x, g, b).items():
+                if impl not in impls:
+                    continue
+                ms = time_events(fn)
+                gbps = nbytes / ms / 1e6
+                rows.append(dict(op="layernorm", dtype=dtype, n=n, m=m, impl=impl, ms=ms,
+                                 gbps=gbps, ratio=gbps / ceiling, timing="events"))
+                log(f"layernorm {dtype:9s} N={n:6d} {impl:14s} {ms * 1e3:8.1f} us "
+                    f"{gbps:6.0f} GB/s {gbps / ceiling:5.2f}")
+            del x, g, b
+            torch.cuda.empty_cache()
+    for m, n in SMALL:
+        dt = torch.bfloat16
+        x = torch.randn(m, n, device="cuda", dtype=dt)
+        g, b = torch.randn(n, device="cuda", dtype=dt), torch.randn(n, device="cuda", dtype=dt)
+        for impl, fn in layernorm_impls(x, g, b).items():
+            if impl not in impls:
+                continue
+            us = time_graph(fn) * 1e3
+            rows.append(dict(op="layernorm", dtype="bfloat16", n=n, m=m, impl=impl, us=us,
+                             timing="graph"))
+            log(f"small bf16 {m:4d} x {n:5d} {impl:14s} {us:6.2f} us (graph replay)")
+    x = torch.randn(1, 4096, device="cuda", dtype=torch.bfloat16)
+    g, b = torch.randn(4096, device="cuda", dtype=torch.bfloat16), torch.randn(4096, device="cuda", dtype=torch.bfloat16)
+    fns = layernorm_impls(x, g, b)
+    host = {impl: host_cost_us(fns[impl]) for impl in ("normgen", "torch") if impl in impls}
+    log("host cost per call: " + ", ".join(f"{k} {v:.2f} us" for k, v in host.items()))
+    return dict(
+        gpu=torch.cuda.get_device_name(), date=datetime.date.today().isoformat(),
+        torch=torch.__version__, copy_gbps=ceiling, elements=ELEMENTS, rows=rows,
+        host_us=host,
+    )
+
+
+def markdown(result: dict) -> str:
+    big = [r for r in result["rows"] if r["timing"] == "events"]
+    impls = [i for i in IMPLS if any(r["impl"] == i for r in big)]
+    out = [f"# normgen benchmark: {result['gpu']}, {result['date']}", "",
+           f"M x N = 2^27 elements; ratio = effective bandwidth / device-to-device copy "
+           f"({result['copy_gbps']:.0f} GB/s, read + write, same run). torch {result['torch']}.", ""]
+    for op in sorted({r["op"] for r in big}):
+        out += [f"## {op}", "", "| dtype | N | " + " | ".join(impls) + " |",
+                "|---|---|" + "---|" * len(impls)]
+        keys = sorted({(r["dtype"], r["n"]) for r in big if r["op"] == op},
+                      key=lambda k: (DTYPES.index(k[0]), k[1]))
+        for dtype, n in keys:
+            cells = []
+            for impl in impls:
+                r = next((r for r in big if (r["op"], r["dtype"], r["n"], r["impl"]) == (op, dtype, n, impl)), None)
+                cells.append(f"{r['ratio']:.2f} ({r['gbps']:.0f})" if r else "–")
+            out.append(f"| {dtype} | {n} | " + " | ".join(cells) + " |")
+        out.append("")
+    small = [r for r in result["rows"] if r["timing"] == "graph"]
+    if small:
+        out += ["## small shapes, bf16 (µs per call, CUDA graph replay)", "",
+                "| M x N | " + " | ".join(impls) + " |", "|---|" + "---|" * len(impls)]
+        for m, n in SMALL:
+            cells = [next((f"{r['us']:.2f}" for r in small if (r["m"], r["n"], r["impl"]) == (m, n, i)), "–")
+                     for i in impls]
+            out.append(f"| {m} x {n} | " + " | ".join(cells) + " |")
+        out.append("")
+    if result["host_us"]:
+        out += ["## host cost of one call (1 x 4096 bf16, no sync)", ""]
+        out += [f"- {k}: {v:.2f} µs" for k, v in result["host_us"].items()]
+    return "\n".join(out) + "\n"
+
+
+def plot(result: dict, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    big = [r for r in result["rows"] if r["timing"] == "events"]
+    dtypes = [d for d in DTYPES if any(r["dtype"] == d for r in big)]
+    fig, axes = plt.subplots(1, len(dtypes), figsize=(5 * len(dtypes), 4), sharey=True, squeeze=False)
+    for ax, dtype in zip(axes[0], dtypes):
+        for impl in IMPLS:
+            pts = sorted((r["n"], r["ratio"]) for r in big if r["dtype"] == dtype and r["impl"] == impl)
+            if pts:
+                ax.plot(*zip(*pts), marker="o", label=impl)
+        ax.set_xscale("log", base=2)
+        ax.axhline(1.0, color="gray", lw=0.8, ls="--")
+        ax.set_title(f"LayerNorm {dtype}")
+        ax.set_xlabel("N (M x N = 2^27)")
+        ax.set_ylim(0, 1.1)
+        ax.grid(alpha=0.3)
+    axes[0][0].set_ylabel("bandwidth / copy bandwidth")
+    axes[0][-1].legend(loc="lower left")
+    fig.suptitle(f"{result['gpu']}, {result['date']} (copy {result['copy_gbps']:.0f} GB/s)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+@click.command()
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=Path("docs"),
+              show_default=True)
+@click.option("--quick", is_flag=True, help="every other N only")
+@click.option("--impl", "impls", multiple=True, type=click.Choice(IMPLS), default=IMPLS,
+              show_default=True, help="implementations to time (repeatable)")
+def main(out: Path, quick: bool, impls):
+    """Benchmark normgen against torch eager and torch.compile."""
+    out.mkdir(parents=True, exist_ok=True)
+    result = run(quick, set(impls), lambda s: click.echo(s, err=True))
+    (out / "bench.json").write_text(json.dumps(result, indent=1) + "\n")
+    (out / "bench.md").write_text(markdown(result))
+    plot(result, out / "bench.png")
+    click.echo(markdown(result))
+
+
+if __name__ == "__main__":
+    main()
