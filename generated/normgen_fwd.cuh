@@ -135,6 +135,7 @@ __device__ __forceinline__ void store_vec(T* p, const float (&in)[V]) {
 }
 
 __device__ __forceinline__ i64 row_offset(i64 row, i64 inner, i64 so, i64 si) {
+  if (so == 0) return row * si;  // one row stride (the common case): no 64-bit division
   return (row / inner) * so + (row % inner) * si;
 }
 
