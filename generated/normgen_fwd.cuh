@@ -245,6 +245,39 @@ struct Stats {
   float shift, c, rstd;  // mean = shift + c; normalized value = ((x - shift) - c) * rstd
 };
 
+// Sums of d and d*d over V values, pairwise: a thread's error grows with log V + (number of
+// vectors), not with the number of elements it holds.
+template <int V>
+__device__ __forceinline__ void pair_sums(const float (&d)[V], float& s1, float& s2) {
+  float a[V], b[V];
+#pragma unroll
+  for (int j = 0; j < V; ++j) {
+    a[j] = d[j];
+    b[j] = d[j] * d[j];
+  }
+#pragma unroll
+  for (int w = V / 2; w > 0; w /= 2)
+#pragma unroll
+    for (int j = 0; j < w; ++j) {
+      a[j] += a[j + w];
+      b[j] += b[j + w];
+    }
+  s1 = a[0];
+  s2 = b[0];
+}
+
+// A running float sum with Kahan-Babuska compensation, for sums over many chunks: with
+// quantized inputs, plain float rounding errors do not cancel and grow with the length.
+struct Compensated {
+  float sum = 0.f, err = 0.f;
+  __device__ __forceinline__ void add(float v) {
+    const float t = sum + v;
+    err += fabsf(sum) >= fabsf(v) ? (sum - t) + v : (v - t) + sum;
+    sum = t;
+  }
+  __device__ __forceinline__ float value() const { return sum + err; }
+};
+
 template <Norm kNorm>
 __device__ __forceinline__ Stats finish_stats(float shift, float s1, float s2, int n, float eps) {
   const float inv_n = 1.f / static_cast<float>(n);
@@ -363,12 +396,12 @@ __device__ __forceinline__ void one_pass(const Params& p) {
 #pragma unroll
     for (int i = 0; i < P; ++i) {
       if (in_row(i)) {  // padding lanes stay out of the sums
+        float d[V], s1, s2;
 #pragma unroll
-        for (int j = 0; j < V; ++j) {
-          const float d = raw.get(i, j) - shift;
-          s[0] += d;
-          s[1] = fmaf(d, d, s[1]);
-        }
+        for (int j = 0; j < V; ++j) d[j] = raw.get(i, j) - shift;
+        pair_sums<V>(d, s1, s2);
+        s[0] += s1;
+        s[1] += s2;
       }
     }
     row_sum<T, R, C, 2>(s, sh_stats);
@@ -438,23 +471,27 @@ __device__ __forceinline__ void two_pass(const Params& p) {
       row_sum<T, 1, 1, 1>(s, sh_shift);
       shift = s[0] / static_cast<float>(n < kChunk ? n : kChunk);
     }
-    float s[2] = {0.f, 0.f};
+    Compensated sum1, sum2;
     for (i64 c0 = 0;;) {
+      float c1 = 0.f, c2 = 0.f;  // this chunk's part
 #pragma unroll
       for (int i = 0; i < P; ++i) {
         if (c0 + (i * T + threadIdx.x) * V < n) {
+          float d[V], s1, s2;
 #pragma unroll
-          for (int j = 0; j < V; ++j) {
-            const float d = v[i][j] - shift;
-            s[0] += d;
-            s[1] = fmaf(d, d, s[1]);
-          }
+          for (int j = 0; j < V; ++j) d[j] = v[i][j] - shift;
+          pair_sums<V>(d, s1, s2);
+          c1 += s1;
+          c2 += s2;
         }
       }
+      sum1.add(c1);
+      sum2.add(c2);
       c0 += kChunk;
       if (c0 >= n) break;
       load_chunk(c0);
     }
+    float s[2] = {sum1.value(), sum2.value()};
     row_sum<T, 1, 1, 2>(s, sh_stats);
     const Stats st = finish_stats<K::kNorm>(shift, s[0], s[1], n, p.eps);
 

@@ -10,5 +10,7 @@ def __getattr__(name):
     if name in __all__:
         from . import dispatch
 
-        return getattr(dispatch, name)
+        value = getattr(dispatch, name)
+        globals()[name] = value  # later lookups skip this hook
+        return value
     raise AttributeError(f"module 'normgen' has no attribute {name!r}")

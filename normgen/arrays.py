@@ -1,8 +1,9 @@
 """Array adapters: read what the kernel needs (pointer, shape, strides, dtype, device) from
-CuPy arrays and torch CUDA tensors without copying, and make outputs of the same kind."""
+CuPy arrays and torch CUDA tensors without copying, and make outputs of the same kind.
+This is on every call's path, so the common cases are kept to a few attribute reads."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+import sys
 from typing import Any, Optional
 
 import cupy
@@ -13,26 +14,30 @@ from .types import BY_NUMPY, DType
 _DLPACK_CUDA = 2  # kDLCUDA
 
 
-@dataclass
 class View:
     """A device array as the kernel sees it; strides in elements."""
 
-    obj: Any
-    ptr: int
-    shape: tuple
-    strides: tuple
-    dtype: Optional[DType]  # None: a dtype normgen has no kernel for
-    device: int
-    torch: bool  # outputs are made by torch (and the launch goes on torch's stream)
+    __slots__ = ("obj", "ptr", "shape", "strides", "dtype", "device", "torch")
+
+    def __init__(self, obj, ptr, shape, strides, dtype, device, torch):
+        self.obj: Any = obj
+        self.ptr: int = ptr
+        self.shape: tuple = shape
+        self.strides: tuple = strides
+        self.dtype: Optional[DType] = dtype  # None: a dtype normgen has no kernel for
+        self.device: int = device
+        self.torch: bool = torch  # outputs are made by torch, launched on torch's stream
 
 
 _torch = None
+_TORCH_TYPES: set = set()  # torch.Tensor and the subclasses seen (nn.Parameter, ...)
 _TORCH_DTYPES: dict = {}  # torch dtype -> DType
 _TO_TORCH: dict = {}  # DType -> torch dtype
+_torch_stream = None  # device index -> raw current stream
 
 
 def _torch_module():
-    global _torch
+    global _torch, _torch_stream
     if _torch is None:
         import torch
 
@@ -40,24 +45,35 @@ def _torch_module():
         _TORCH_DTYPES.update({torch.float32: DType.FP32, torch.float16: DType.FP16,
                               torch.bfloat16: DType.BF16, torch.int8: DType.INT8})
         _TO_TORCH.update({v: k for k, v in _TORCH_DTYPES.items()})
+        raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+        _torch_stream = raw or (lambda d: torch.cuda.current_stream(d).cuda_stream)
     return _torch
 
 
 def _is_torch(obj) -> bool:
-    return type(obj).__module__.startswith("torch") and hasattr(obj, "data_ptr")
+    if type(obj) in _TORCH_TYPES:
+        return True
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(obj, torch.Tensor):
+        _torch_module()
+        _TORCH_TYPES.add(type(obj))
+        return True
+    return False
 
 
 def view(obj, arg: str) -> View:
     """A View of `obj`, or a TypeError naming `arg` and what to pass instead."""
-    if isinstance(obj, cupy.ndarray):
+    if type(obj) is cupy.ndarray:
         return _cupy_view(obj, arg)
     if _is_torch(obj):
-        torch = _torch_module()
-        if not obj.is_cuda:
+        device = obj.get_device()
+        if device < 0:
             raise TypeError(f"{arg} is a torch tensor on {obj.device}; move it to the GPU "
                             f"({arg}.cuda())")
-        return View(obj, obj.data_ptr(), tuple(obj.shape), tuple(obj.stride()),
-                    _TORCH_DTYPES.get(obj.dtype), obj.device.index, True)
+        return View(obj, obj.data_ptr(), tuple(obj.shape), obj.stride(),
+                    _TORCH_DTYPES.get(obj.dtype), device, True)
+    if isinstance(obj, cupy.ndarray):
+        return _cupy_view(obj, arg)
     if hasattr(obj, "__cuda_array_interface__"):
         return _cupy_view(cupy.asarray(obj), arg)
     if hasattr(obj, "__dlpack__") and hasattr(obj, "__dlpack_device__"):
@@ -72,28 +88,31 @@ def view(obj, arg: str) -> View:
 
 def _cupy_view(a: cupy.ndarray, arg: str) -> View:
     isz = a.itemsize
-    if any(s % isz for s in a.strides):
-        raise ValueError(f"{arg} has strides {a.strides} that are not whole elements")
-    return View(a, a.data.ptr, a.shape, tuple(s // isz for s in a.strides),
+    strides = a.strides
+    if any(s % isz for s in strides):
+        raise ValueError(f"{arg} has strides {strides} that are not whole elements")
+    return View(a, a.data.ptr, a.shape, tuple(s // isz for s in strides),
                 BY_NUMPY.get(a.dtype), a.device.id, False)
 
 
 def empty(like: View, shape: tuple, dtype: DType):
     """An uninitialized contiguous output on like's device, of like's kind."""
     if like.torch:
-        return _torch.empty(shape, dtype=_TO_TORCH[dtype], device=like.obj.device)
+        return like.obj.new_empty(shape, dtype=_TO_TORCH[dtype])
+    if like.device == runtime.getDevice():
+        return cupy.empty(shape, dtype=dtype.numpy)
     with cupy.cuda.Device(like.device):
         return cupy.empty(shape, dtype=dtype.numpy)
 
 
 def data_ptr(out) -> int:
-    return out.data_ptr() if _is_torch(out) else out.data.ptr
+    return out.data_ptr() if type(out) in _TORCH_TYPES else out.data.ptr
 
 
 def stream_of(like: View) -> int:
     """The current stream of the library that made `like`, on its device."""
     if like.torch:
-        return _torch.cuda.current_stream(like.device).cuda_stream
+        return _torch_stream(like.device)
     return cupy.cuda.get_current_stream(like.device).ptr
 
 

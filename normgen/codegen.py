@@ -10,7 +10,7 @@ from typing import Iterable
 import jinja2
 
 from . import params
-from .spec import KernelSpec, SpecError, parse_name
+from .spec import KernelSpec, looks_like_name
 
 TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
 HEADER = "normgen_fwd.cuh"
@@ -58,13 +58,8 @@ def _stale(out_dir: Path, files: dict[str, str]) -> list[Path]:
     """Instance files in out_dir from an earlier selection: they would contradict the registry."""
     stale = []
     for path in sorted(out_dir.glob("*.cu")):
-        if path.name in files:
-            continue
-        try:
-            parse_name(path.stem)
-        except SpecError:
-            continue  # not ours
-        stale.append(path)
+        if path.name not in files and looks_like_name(path.stem):
+            stale.append(path)
     return stale
 
 

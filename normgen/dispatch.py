@@ -57,8 +57,8 @@ def candidates(norm: Norm, x: DType, w: DType, save_stats: bool, n: int, vec_ali
     vecs = [v for v in (8, 4, 2, 1) if v <= vec_align and v <= x.vmax]
     if n <= tiles.ONE_PASS_MAX_N[x]:
         for b in tiles.BUCKETS:
-            if b >= n and tiles.has_one_pass(x, b):
-                yield from (spec(Pipeline.ONE_PASS, b, v) for v in vecs)
+            if b >= n:
+                yield from (spec(Pipeline.ONE_PASS, b, v) for v in vecs if tiles.has_one_pass(x, b, v))
     yield from (spec(Pipeline.TWO_PASS, None, v) for v in vecs)
 
 
@@ -87,7 +87,10 @@ def _resolve(key) -> runtime.Kernel:
 def _rows(xv: arrays.View) -> tuple[int, int, int, int]:
     """(rows, inner, outer stride, inner stride): row r starts at
     (r // inner) * outer + (r % inner) * inner_stride elements."""
-    dims = [(s, st) for s, st in zip(xv.shape[:-1], xv.strides[:-1]) if s != 1]
+    shape, strides = xv.shape, xv.strides
+    if len(shape) == 2:  # the common case
+        return shape[0], shape[0], 0, strides[0]
+    dims = [(s, st) for s, st in zip(shape[:-1], strides[:-1]) if s != 1]
     merged: list[list[int]] = []
     for s, st in dims:
         if merged and merged[-1][1] == st * s:

@@ -76,6 +76,31 @@ def cubin_path(spec: KernelSpec, source_dir: Path, arch: str) -> Path:
     return path
 
 
+def device_arch(device: int) -> str:
+    props = runtime.getDeviceProperties(device)
+    return f"sm_{props['major']}{props['minor']}"
+
+
+def _build_one(args) -> str:
+    spec, source_dir, arch = args
+    return str(cubin_path(spec, source_dir, arch))
+
+
+def build(specs, source_dir: Path, arch: str, workers: int = 0) -> list[Path]:
+    """Compile (ahead of time) every spec's cubin not in the cache yet, in parallel: the
+    same cubin_path the on-demand path calls, so both fill one cache."""
+    import concurrent.futures
+    import multiprocessing
+
+    jobs = [(s, Path(source_dir), arch) for s in specs]
+    workers = workers or min(len(jobs), os.cpu_count() or 1) or 1
+    if workers == 1:
+        return [Path(_build_one(j)) for j in jobs]
+    ctx = multiprocessing.get_context("spawn")  # NVRTC only; never fork a CUDA process
+    with concurrent.futures.ProcessPoolExecutor(workers, mp_context=ctx) as pool:
+        return [Path(p) for p in pool.map(_build_one, jobs)]
+
+
 _loaded: dict = {}  # (spec, source_dir, device) -> Kernel
 
 
@@ -89,8 +114,7 @@ def load(spec: KernelSpec, source_dir: Path, device: int) -> Kernel:
 def _load(spec: KernelSpec, source_dir: Path, device: int) -> Kernel:
     with cupy.cuda.Device(device):
         props = runtime.getDeviceProperties(device)
-        arch = f"sm_{props['major']}{props['minor']}"
-        module = cupy.RawModule(path=str(cubin_path(spec, source_dir, arch)))
+        module = cupy.RawModule(path=str(cubin_path(spec, source_dir, device_arch(device))))
         func = module.get_function(spec.symbol).kernel
         tile = spec.tile
         per_sm = driver.occupancyMaxActiveBlocksPerMultiprocessor(

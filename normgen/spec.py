@@ -92,9 +92,13 @@ def invalid_reason(spec: KernelSpec) -> Optional[str]:
             return f"{role} precision must be fp32/fp16/bf16, not {dt.value}"
     if s.vec not in _vec_widths(s.x):
         return f"vector width must be one of {_vec_widths(s.x)} for {s.x.value}, not {s.vec}"
-    if s.pipeline == Pipeline.ONE_PASS and not tiles.has_one_pass(s.x, s.bucket):
-        valid = sorted(tiles.ONE_PASS_TILES[s.x.itemsize])
-        return f"a one-pass {s.x.value} bucket must be one of {valid}, not {s.bucket}"
+    if s.pipeline == Pipeline.ONE_PASS:
+        if s.bucket not in tiles.ONE_PASS_TILES[s.x.itemsize]:
+            valid = sorted(tiles.ONE_PASS_TILES[s.x.itemsize])
+            return f"a one-pass {s.x.value} bucket must be one of {valid}, not {s.bucket}"
+        if not tiles.has_one_pass(s.x, s.bucket, s.vec):
+            return (f"a one-pass row of {s.bucket} in {s.vec}-element accesses needs more than "
+                    f"{tiles.MAX_REPEAT} accesses per thread (registers would spill)")
     if s.pipeline == Pipeline.TWO_PASS and s.bucket is not None:
         return "a two-pass instance serves every N and has no bucket"
     if s.norm != Norm.LAYERNORM:
@@ -134,6 +138,11 @@ _NAME_RE = re.compile(
     r"_(?P<pipe>1p|2p)_v(?P<vec>\d+)"
     r"(?P<mv>_mv)?$"
 )
+
+
+def looks_like_name(name: str) -> bool:
+    """Spelled like an instance name (valid or not): what generate.py may treat as its own."""
+    return bool(_NAME_RE.match(name))
 
 
 def parse_name(name: str) -> KernelSpec:

@@ -77,8 +77,13 @@ class Tile:
         return self.threads_per_row * self.rows_per_block
 
 
-def has_one_pass(x: DType, bucket: int) -> bool:
-    return bucket in ONE_PASS_TILES[x.itemsize]
+# At most this many accesses per thread in a one-pass row: each is a register-held address
+# and value; past it (only scalar access on the longest rows) the registers spill.
+MAX_REPEAT = 32
+
+
+def has_one_pass(x: DType, bucket: int, vec: int) -> bool:
+    return bucket in ONE_PASS_TILES[x.itemsize] and one_pass_tile(x, bucket, vec).repeat <= MAX_REPEAT
 
 
 def one_pass_tile(x: DType, bucket: int, vec: int) -> Tile:

@@ -113,6 +113,13 @@ def test_check_mode(tmp_path):
     assert code == 1 and "stale:" in text
     run("--prec", "fp16", "--pipeline", "2p", "--out", out)
     assert all("_2p_" in p.name for p in tmp_path.glob("*.cu"))
+    # A file of an instance that is no longer valid is stale too; a foreign .cu is left alone.
+    (tmp_path / "layernorm_fwd_fp16_nb262144_1p_v1.cu").write_text("// old\n")
+    (tmp_path / "mine.cu").write_text("// not generated\n")
+    code, text = run("--prec", "fp16", "--pipeline", "2p", "--check", "--out", out)
+    assert code == 1 and "stale: layernorm_fwd_fp16_nb262144_1p_v1.cu" in text and "mine" not in text
+    run("--prec", "fp16", "--pipeline", "2p", "--out", out)
+    assert (tmp_path / "mine.cu").exists()
 
 
 def test_committed_generated_folder_is_up_to_date():
