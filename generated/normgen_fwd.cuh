@@ -342,44 +342,58 @@ __device__ __forceinline__ void save_stats(const Params& p, i64 row, const Stats
 // A block serves R rows at a time with T threads per row, or, with a cluster of C blocks,
 // one row with C*T threads. Row thread t holds the P vectors at columns (i*C*T + t)*V, in
 // their input precision (half the registers of floats; converting is one instruction).
-// gamma/beta are fetched before the reductions when they fit in 32 registers. Blocks
-// (clusters) stride over the rows, so any number of rows works.
+// Blocks (clusters) stride over the rows, so any number of rows works. Two things keep
+// DRAM busy across a block's rows: the next row's loads are issued before this row's
+// reductions, and gamma/beta (the same for every row) are loaded once per block -- each
+// when it fits the register budget.
 template <class K>
 __device__ __forceinline__ void one_pass(const Params& p) {
   using X = typename K::X;
   constexpr int T = K::kThreadsPerRow, R = K::kRowsPerBlock, C = K::kCluster;
   constexpr int V = K::kVec, P = K::kRepeat;
   constexpr bool kLN = K::kNorm == Norm::LAYERNORM;
-  constexpr bool kPrefetchWeights = V > 1 && 2 * Packed<typename K::W, P, V>::kWords <= 32;
+  constexpr bool kHoldWeights = V > 1 && 2 * Packed<typename K::W, P, V>::kWords <= 32;
+  constexpr bool kPrefetchRow = V > 1 && Packed<X, P, V>::kWords <= 16;
   __shared__ ReduceScratch<T, R, 1> sh_shift;
   __shared__ ReduceScratch<T, R, 2> sh_stats;
   const int lane = (C > 1 ? cluster_rank() * T : 0) + threadIdx.x % T;
+  const int sub = threadIdx.x / T;  // this thread's row among the block's R
   const i64 group = C > 1 ? cluster_index() : blockIdx.x;
-  const i64 groups = C > 1 ? cluster_count() : gridDim.x;
+  const i64 stride = (C > 1 ? cluster_count() : gridDim.x) * static_cast<i64>(R);
   const int n = p.n;
-  const X* x = static_cast<const X*>(p.x);
-
-  for (i64 base = group * R; base < p.rows; base += groups * R) {
-    // Every thread runs the reductions, also for a row past the end (live == false).
-    const i64 row = base + threadIdx.x / T;
+  auto col_of = [&](int i) { return (i * C * T + lane) * V; };
+  auto in_row = [&](int i) { return col_of(i) < n; };
+  auto load_row = [&](Packed<X, P, V>& raw, i64 base) {
+    const i64 row = base + sub;
     const bool live = row < p.rows;
-    const X* xr = x + (live ? row_offset(row, p.inner, p.x_so, p.x_si) : 0);
-    auto in_row = [&](int i) { return (i * C * T + lane) * V < n; };
-
-    Packed<X, P, V> raw;
+    const X* xr = static_cast<const X*>(p.x) + (live ? row_offset(row, p.inner, p.x_so, p.x_si) : 0);
 #pragma unroll
     for (int i = 0; i < P; ++i) {
       if (live && in_row(i)) {
-        raw.load(i, xr + (i * C * T + lane) * V);
+        raw.load(i, xr + col_of(i));
       } else {
-        raw.zero(i);  // padding
+        raw.zero(i);  // padding, or a row past the end
       }
     }
-    Weights<K, kPrefetchWeights ? P : 1, V> w;
-    if constexpr (kPrefetchWeights) {
+  };
+
+  Weights<K, kHoldWeights ? P : 1, V> w;
+  if constexpr (kHoldWeights) {
 #pragma unroll
-      for (int i = 0; i < P; ++i)
-        if (live && in_row(i)) w.load(p, i, (i * C * T + lane) * V);
+    for (int i = 0; i < P; ++i)
+      if (in_row(i)) w.load(p, i, col_of(i));
+  }
+  i64 base = group * R;
+  Packed<X, P, V> raw;
+  if (base < p.rows) load_row(raw, base);
+  for (; base < p.rows; base += stride) {
+    // Every thread runs the reductions, also for a row past the end (live == false).
+    const i64 row = base + sub;
+    const bool live = row < p.rows;
+    const bool more = base + stride < p.rows;
+    Packed<X, P, V> next;
+    if constexpr (kPrefetchRow) {
+      if (more) load_row(next, base + stride);
     }
 
     float shift = 0.f;
@@ -412,17 +426,21 @@ __device__ __forceinline__ void one_pass(const Params& p) {
 #pragma unroll
       for (int i = 0; i < P; ++i) {
         if (!in_row(i)) continue;
-        const int col = (i * C * T + lane) * V;
         float d[V];
 #pragma unroll
         for (int j = 0; j < V; ++j) d[j] = raw.get(i, j) - shift;
-        if constexpr (kPrefetchWeights) {
-          normalize_store<K, P, V>(p, st, d, w, i, y_off, col);
+        if constexpr (kHoldWeights) {
+          normalize_store<K, P, V>(p, st, d, w, i, y_off, col_of(i));
         } else {
-          normalize_store<K, V>(p, st, d, y_off, col);
+          normalize_store<K, V>(p, st, d, y_off, col_of(i));
         }
       }
       if (lane == 0) save_stats<K>(p, row, st);
+    }
+    if constexpr (kPrefetchRow) {
+      raw = next;
+    } else if (more) {
+      load_row(raw, base + stride);
     }
   }
   if constexpr (C > 1) cluster_sync();  // no block may exit while another reads its shared memory
