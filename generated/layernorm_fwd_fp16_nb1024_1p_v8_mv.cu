@@ -15,6 +15,7 @@ struct Traits {
   static constexpr int kVec = 8;
   static constexpr int kRepeat = 4;
   static constexpr int kCluster = 1;
+  static constexpr bool kStaged = false;
 };
 }  // namespace
 

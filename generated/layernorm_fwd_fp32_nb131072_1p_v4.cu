@@ -15,6 +15,7 @@ struct Traits {
   static constexpr int kVec = 4;
   static constexpr int kRepeat = 8;
   static constexpr int kCluster = 8;
+  static constexpr bool kStaged = true;
 };
 }  // namespace
 

@@ -112,6 +112,21 @@ template <typename T, int P, int V> struct Packed {
       w[i / 2] = i % 2 ? (w[i / 2] & 0xffffu) | (bits << 16) : bits;
     }
   }
+  // Vector i to p (whole words: kVecBytes >= 4).
+  __device__ __forceinline__ void store(int i, T* p) const {
+    static_assert(kVecBytes >= 4, "stores whole words");
+    if constexpr (kVecBytes >= 16) {
+#pragma unroll
+      for (int c = 0; c < kVecBytes / 16; ++c) {
+        const uint32_t* s = w + i * kVecBytes / 4 + 4 * c;
+        reinterpret_cast<uint4*>(p)[c] = make_uint4(s[0], s[1], s[2], s[3]);
+      }
+    } else if constexpr (kVecBytes == 8) {
+      *reinterpret_cast<uint2*>(p) = make_uint2(w[2 * i], w[2 * i + 1]);
+    } else {
+      *reinterpret_cast<uint32_t*>(p) = w[i];
+    }
+  }
   __device__ __forceinline__ void zero(int i) {  // 0 bits are 0.0 in every float type
     if constexpr (kVecBytes >= 4) {
 #pragma unroll
@@ -446,6 +461,88 @@ __device__ __forceinline__ void one_pass(const Params& p) {
   if constexpr (C > 1) cluster_sync();  // no block may exit while another reads its shared memory
 }
 
+// ---- one-pass, staged: each cluster block's share of the row in shared memory -------------
+// For the longest rows: the C blocks of a cluster each hold P vectors per thread of the
+// row in shared memory, read in batches of kBatch vectors (64+ bytes in flight per thread).
+// Few registers, so several blocks share an SM and hide each other's barrier waits. Each
+// thread reads back only the vectors it wrote: the staging needs no barriers of its own.
+template <class K>
+__device__ __forceinline__ void one_pass_staged(const Params& p) {
+  using X = typename K::X;
+  constexpr int T = K::kThreadsPerRow, C = K::kCluster, V = K::kVec, P = K::kRepeat;
+  constexpr int kBatch = P < 4 ? P : 4;
+  constexpr bool kLN = K::kNorm == Norm::LAYERNORM;
+  static_assert(K::kRowsPerBlock == 1 && P % kBatch == 0, "staged tiles serve one row per block");
+  __shared__ ReduceScratch<T, 1, 1> sh_shift;
+  __shared__ ReduceScratch<T, 1, 2> sh_stats;
+  extern __shared__ uint4 stage_words[];
+  X* stage = reinterpret_cast<X*>(stage_words);
+  const int lane = (C > 1 ? cluster_rank() * T : 0) + threadIdx.x;
+  const int n = p.n;
+  auto col_of = [&](int i) { return (i * C * T + lane) * V; };
+  auto slot = [&](int i) { return stage + (i * T + threadIdx.x) * V; };  // conflict-free
+
+  for (i64 row = C > 1 ? cluster_index() : blockIdx.x; row < p.rows;
+       row += C > 1 ? cluster_count() : gridDim.x) {
+    const X* xr = static_cast<const X*>(p.x) + row_offset(row, p.inner, p.x_so, p.x_si);
+    float s0[1] = {0.f};
+#pragma unroll
+    for (int i0 = 0; i0 < P; i0 += kBatch) {
+      Packed<X, kBatch, V> batch;
+#pragma unroll
+      for (int b = 0; b < kBatch; ++b) {
+        if (col_of(i0 + b) < n) {
+          batch.load(b, xr + col_of(i0 + b));
+        } else {
+          batch.zero(b);  // padding
+        }
+      }
+#pragma unroll
+      for (int b = 0; b < kBatch; ++b) {
+#pragma unroll
+        for (int j = 0; j < V; ++j) s0[0] += batch.get(b, j);
+        batch.store(b, slot(i0 + b));
+      }
+    }
+    float shift = 0.f;
+    if constexpr (kLN) {
+      row_sum<T, 1, C, 1>(s0, sh_shift);
+      shift = s0[0] / static_cast<float>(n);
+    }
+    float s[2] = {0.f, 0.f};
+#pragma unroll
+    for (int i = 0; i < P; ++i) {
+      if (col_of(i) < n) {
+        Packed<X, 1, V> v;
+        v.load(0, slot(i));
+        float d[V], s1, s2;
+#pragma unroll
+        for (int j = 0; j < V; ++j) d[j] = v.get(0, j) - shift;
+        pair_sums<V>(d, s1, s2);
+        s[0] += s1;
+        s[1] += s2;
+      }
+    }
+    row_sum<T, 1, C, 2>(s, sh_stats);
+    const Stats st = finish_stats<K::kNorm>(shift, s[0], s[1], n, p.eps);
+
+    const i64 y_off = row * n;
+#pragma unroll
+    for (int i = 0; i < P; ++i) {
+      if (col_of(i) < n) {
+        Packed<X, 1, V> v;
+        v.load(0, slot(i));
+        float d[V];
+#pragma unroll
+        for (int j = 0; j < V; ++j) d[j] = v.get(0, j) - shift;
+        normalize_store<K, V>(p, st, d, y_off, col_of(i));
+      }
+    }
+    if (lane == 0) save_stats<K>(p, row, st);
+  }
+  if constexpr (C > 1) cluster_sync();  // no block may exit while another reads its shared memory
+}
+
 // ---- two-pass: statistics over the streamed row, then re-read and normalize -----------
 // One row per block, in chunks of T*V*P elements. The shift is the mean of the first
 // chunk (the whole row when it fits in one), which keeps the shifted sums well-conditioned.
@@ -532,7 +629,9 @@ __device__ __forceinline__ void two_pass(const Params& p) {
 
 template <class K>
 __device__ __forceinline__ void norm_fwd(const Params& p) {
-  if constexpr (K::kPipeline == Pipeline::ONE_PASS) {
+  if constexpr (K::kPipeline == Pipeline::ONE_PASS && K::kStaged) {
+    one_pass_staged<K>(p);
+  } else if constexpr (K::kPipeline == Pipeline::ONE_PASS) {
     one_pass<K>(p);
   } else {
     two_pass<K>(p);

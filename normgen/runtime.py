@@ -22,6 +22,7 @@ CACHE_DIR = Path(os.environ.get("NORMGEN_CACHE_DIR", Path.home() / ".cache" / "n
 _CU_LAUNCH_PARAM_BUFFER_POINTER = 1
 _CU_LAUNCH_PARAM_BUFFER_SIZE = 2
 _CU_LAUNCH_PARAM_END = 0
+_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8  # CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
 
 
 class _Buffers(threading.local):
@@ -52,6 +53,7 @@ class Kernel:
     block: int
     rows_per_block: int
     cluster: int  # blocks per row
+    smem: int  # dynamic shared memory per block
     max_groups: int  # enough blocks (clusters) to fill the device; they stride over the rest
 
     def launch(self, stream: int, rows: int, *values) -> None:
@@ -59,7 +61,7 @@ class Kernel:
         blocks = min(-(-rows // self.rows_per_block), self.max_groups) * self.cluster
         b = _buffers
         params.PACKER.pack_into(b.args, 0, *values)
-        _launch(self.func, blocks, 1, 1, self.block, 1, 1, 0, stream, 0, b.extra_ptr)
+        _launch(self.func, blocks, 1, 1, self.block, 1, 1, self.smem, stream, 0, b.extra_ptr)
 
 
 def cubin_path(spec: KernelSpec, source_dir: Path, arch: str) -> Path:
@@ -117,8 +119,10 @@ def _load(spec: KernelSpec, source_dir: Path, device: int) -> Kernel:
         module = cupy.RawModule(path=str(cubin_path(spec, source_dir, device_arch(device))))
         func = module.get_function(spec.symbol).kernel
         tile = spec.tile
+        if tile.stage_bytes > 48 * 1024:  # beyond the default dynamic shared-memory limit
+            driver.funcSetAttribute(func.ptr, _MAX_DYNAMIC_SHARED_SIZE_BYTES, tile.stage_bytes)
         per_sm = driver.occupancyMaxActiveBlocksPerMultiprocessor(
-            func.ptr, tile.block_threads, 0)
+            func.ptr, tile.block_threads, tile.stage_bytes)
         blocks = max(per_sm, 1) * props["multiProcessorCount"]
         return Kernel(spec, module, func.ptr, tile.block_threads, tile.rows_per_block,
-                      tile.cluster, max(blocks // tile.cluster, 1))
+                      tile.cluster, tile.stage_bytes, max(blocks // tile.cluster, 1))

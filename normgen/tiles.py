@@ -18,36 +18,39 @@ from dataclasses import dataclass
 from .types import DType
 
 # element bytes -> bucket (largest N served) -> (threads per row per block, rows per block,
-# blocks per row (cluster size)). Threads per row are a power of two (32-lane warps).
-ONE_PASS_TILES: dict[int, dict[int, tuple[int, int, int]]] = {
+# blocks per row (cluster size), staged). Threads per row are a power of two (32-lane
+# warps). Staged tiles keep each block's share of the row in shared memory instead of
+# registers (32-64 KB): blocks then need few registers, several fit on an SM, and one
+# block's barrier waits overlap another's memory traffic.
+ONE_PASS_TILES: dict[int, dict[int, tuple[int, int, int, bool]]] = {
     2: {
-        64: (8, 16, 1),
-        128: (16, 8, 1),
-        256: (32, 4, 1),
-        512: (32, 4, 1),
-        1024: (32, 4, 1),
-        2048: (64, 2, 1),
-        4096: (128, 1, 1),
-        8192: (256, 1, 1),
-        16384: (512, 1, 1),
-        32768: (512, 1, 2),
-        65536: (512, 1, 4),
-        131072: (512, 1, 8),
-        262144: (512, 1, 8),
+        64: (8, 16, 1, False),
+        128: (16, 8, 1, False),
+        256: (32, 4, 1, False),
+        512: (32, 4, 1, False),
+        1024: (32, 4, 1, False),
+        2048: (64, 2, 1, False),
+        4096: (128, 1, 1, False),
+        8192: (256, 1, 1, False),
+        16384: (512, 1, 1, False),
+        32768: (256, 1, 2, True),
+        65536: (256, 1, 4, True),
+        131072: (256, 1, 8, True),
+        262144: (512, 1, 8, True),
     },
     4: {
-        64: (16, 8, 1),
-        128: (32, 4, 1),
-        256: (32, 4, 1),
-        512: (32, 4, 1),
-        1024: (64, 2, 1),
-        2048: (128, 1, 1),
-        4096: (256, 1, 1),
-        8192: (512, 1, 1),
-        16384: (512, 1, 1),
-        32768: (512, 1, 4),
-        65536: (512, 1, 8),
-        131072: (512, 1, 8),
+        64: (16, 8, 1, False),
+        128: (32, 4, 1, False),
+        256: (32, 4, 1, False),
+        512: (32, 4, 1, False),
+        1024: (64, 2, 1, False),
+        2048: (128, 1, 1, False),
+        4096: (256, 1, 1, False),
+        8192: (512, 1, 1, False),
+        16384: (512, 1, 1, False),
+        32768: (256, 1, 4, True),
+        65536: (256, 1, 8, True),
+        131072: (512, 1, 8, True),
     },
 }
 BUCKETS: tuple[int, ...] = tuple(sorted(set().union(*ONE_PASS_TILES.values())))
@@ -71,6 +74,7 @@ class Tile:
     vec: int  # elements per access
     repeat: int  # accesses per thread per row (one-pass) or per chunk (two-pass)
     cluster: int = 1  # blocks per row
+    stage_bytes: int = 0  # shared memory holding each block's share of the row (0: registers)
 
     @property
     def block_threads(self) -> int:
@@ -83,13 +87,18 @@ MAX_REPEAT = 32
 
 
 def has_one_pass(x: DType, bucket: int, vec: int) -> bool:
-    return bucket in ONE_PASS_TILES[x.itemsize] and one_pass_tile(x, bucket, vec).repeat <= MAX_REPEAT
+    if bucket not in ONE_PASS_TILES[x.itemsize]:
+        return False
+    t = one_pass_tile(x, bucket, vec)
+    # staged rows move whole 32-bit words through shared memory
+    return t.repeat <= MAX_REPEAT and (not t.stage_bytes or vec * x.itemsize >= 4)
 
 
 def one_pass_tile(x: DType, bucket: int, vec: int) -> Tile:
-    threads, rows, cluster = ONE_PASS_TILES[x.itemsize][bucket]
+    threads, rows, cluster, staged = ONE_PASS_TILES[x.itemsize][bucket]
     per_thread = bucket // (threads * cluster)
-    return Tile(threads, rows, vec, per_thread // vec, cluster)
+    stage = bucket // cluster * x.itemsize if staged else 0
+    return Tile(threads, rows, vec, per_thread // vec, cluster, stage)
 
 
 def two_pass_tile(vec: int, x: DType) -> Tile:
