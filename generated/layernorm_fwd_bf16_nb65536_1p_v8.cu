@@ -10,17 +10,17 @@ struct Traits {
   static constexpr normgen::Norm kNorm = normgen::Norm::LAYERNORM;
   static constexpr normgen::Pipeline kPipeline = normgen::Pipeline::ONE_PASS;
   static constexpr bool kSaveStats = false;
-  static constexpr int kThreadsPerRow = 256;
+  static constexpr int kThreadsPerRow = 512;
   static constexpr int kRowsPerBlock = 1;
   static constexpr int kVec = 8;
   static constexpr int kRepeat = 8;
-  static constexpr int kCluster = 4;
+  static constexpr int kCluster = 2;
   static constexpr bool kStaged = true;
 };
 }  // namespace
 
-extern "C" __global__ void __launch_bounds__(256, 1)
-__cluster_dims__(4, 1, 1)
+extern "C" __global__ void __launch_bounds__(512, 1)
+__cluster_dims__(2, 1, 1)
 layernorm_fwd_bf16_nb65536_1p_v8(const normgen::Params p) {
   normgen::norm_fwd<Traits>(p);
 }

@@ -223,8 +223,6 @@ REGISTRY = {
     (Norm.LAYERNORM, DType.FP32, DType.FP32, DType.FP32, FusedAdd.NONE, False, Quant.NONE, None, None, True, Pipeline.ONE_PASS, 256, 1): "layernorm_fwd_fp32_nb256_1p_v1_mv",
     (Norm.LAYERNORM, DType.FP32, DType.FP32, DType.FP32, FusedAdd.NONE, False, Quant.NONE, None, None, False, Pipeline.ONE_PASS, 256, 4): "layernorm_fwd_fp32_nb256_1p_v4",
     (Norm.LAYERNORM, DType.FP32, DType.FP32, DType.FP32, FusedAdd.NONE, False, Quant.NONE, None, None, True, Pipeline.ONE_PASS, 256, 4): "layernorm_fwd_fp32_nb256_1p_v4_mv",
-    (Norm.LAYERNORM, DType.FP32, DType.FP32, DType.FP32, FusedAdd.NONE, False, Quant.NONE, None, None, False, Pipeline.ONE_PASS, 32768, 1): "layernorm_fwd_fp32_nb32768_1p_v1",
-    (Norm.LAYERNORM, DType.FP32, DType.FP32, DType.FP32, FusedAdd.NONE, False, Quant.NONE, None, None, True, Pipeline.ONE_PASS, 32768, 1): "layernorm_fwd_fp32_nb32768_1p_v1_mv",
     (Norm.LAYERNORM, DType.FP32, DType.FP32, DType.FP32, FusedAdd.NONE, False, Quant.NONE, None, None, False, Pipeline.ONE_PASS, 32768, 4): "layernorm_fwd_fp32_nb32768_1p_v4",
     (Norm.LAYERNORM, DType.FP32, DType.FP32, DType.FP32, FusedAdd.NONE, False, Quant.NONE, None, None, True, Pipeline.ONE_PASS, 32768, 4): "layernorm_fwd_fp32_nb32768_1p_v4_mv",
     (Norm.LAYERNORM, DType.FP32, DType.FP32, DType.FP32, FusedAdd.NONE, False, Quant.NONE, None, None, False, Pipeline.ONE_PASS, 4096, 1): "layernorm_fwd_fp32_nb4096_1p_v1",

@@ -97,9 +97,9 @@ def invalid_reason(spec: KernelSpec) -> Optional[str]:
             valid = sorted(tiles.ONE_PASS_TILES[s.x.itemsize])
             return f"a one-pass {s.x.value} bucket must be one of {valid}, not {s.bucket}"
         if not tiles.has_one_pass(s.x, s.bucket, s.vec):
-            return (f"a one-pass row of {s.bucket} in {s.vec}-element accesses needs more than "
-                    f"{tiles.MAX_REPEAT} accesses per thread (registers would spill) or "
-                    "sub-word shared-memory staging")
+            return (f"a one-pass row of {s.bucket} in {s.vec}-element accesses needs more "
+                    "accesses per thread than its register share holds, or sub-word "
+                    "shared-memory staging; the two-pass instance serves it")
     if s.pipeline == Pipeline.TWO_PASS and s.bucket is not None:
         return "a two-pass instance serves every N and has no bucket"
     if s.norm != Norm.LAYERNORM:

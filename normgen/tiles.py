@@ -34,7 +34,7 @@ ONE_PASS_TILES: dict[int, dict[int, tuple[int, int, int, bool]]] = {
         8192: (256, 1, 1, False),
         16384: (512, 1, 1, False),
         32768: (256, 1, 2, True),
-        65536: (256, 1, 4, True),
+        65536: (512, 1, 2, True),
         131072: (256, 1, 8, True),
         262144: (512, 1, 8, True),
     },
@@ -48,7 +48,7 @@ ONE_PASS_TILES: dict[int, dict[int, tuple[int, int, int, bool]]] = {
         4096: (256, 1, 1, False),
         8192: (512, 1, 1, False),
         16384: (512, 1, 1, False),
-        32768: (256, 1, 4, True),
+        32768: (1024, 1, 1, False),
         65536: (256, 1, 8, True),
         131072: (512, 1, 8, True),
     },
@@ -81,8 +81,9 @@ class Tile:
         return self.threads_per_row * self.rows_per_block
 
 
-# At most this many accesses per thread in a one-pass row: each is a register-held address
-# and value; past it (only scalar access on the longest rows) the registers spill.
+# At most this many accesses per thread in a one-pass row of a 512-thread block (twice as
+# many at 256 threads, half at 1024: the register file is shared): each is a register-held
+# address and value; past it (only scalar access on the longest rows) registers spill.
 MAX_REPEAT = 32
 
 
@@ -91,7 +92,8 @@ def has_one_pass(x: DType, bucket: int, vec: int) -> bool:
         return False
     t = one_pass_tile(x, bucket, vec)
     # staged rows move whole 32-bit words through shared memory
-    return t.repeat <= MAX_REPEAT and (not t.stage_bytes or vec * x.itemsize >= 4)
+    fits = t.repeat * t.block_threads <= MAX_REPEAT * 512
+    return fits and (not t.stage_bytes or vec * x.itemsize >= 4)
 
 
 def one_pass_tile(x: DType, bucket: int, vec: int) -> Tile:
