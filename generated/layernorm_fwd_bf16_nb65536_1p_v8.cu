@@ -19,7 +19,7 @@ struct Traits {
 };
 }  // namespace
 
-extern "C" __global__ void __launch_bounds__(512, 1)
+extern "C" __global__ void __launch_bounds__(512, 2)
 __cluster_dims__(2, 1, 1)
 layernorm_fwd_bf16_nb65536_1p_v8(const normgen::Params p) {
   normgen::norm_fwd<Traits>(p);

@@ -19,7 +19,7 @@ struct Traits {
 };
 }  // namespace
 
-extern "C" __global__ void __launch_bounds__(512, 1)
+extern "C" __global__ void __launch_bounds__(512, 2)
 __cluster_dims__(8, 1, 1)
 layernorm_fwd_fp16_nb262144_1p_v8_mv(const normgen::Params p) {
   normgen::norm_fwd<Traits>(p);

@@ -353,6 +353,57 @@ __device__ __forceinline__ void save_stats(const Params& p, i64 row, const Stats
   }
 }
 
+// ---- the steps every pipeline shares ----------------------------------------------------
+// `load(i, d)` gives vector i of a thread's P vectors as floats; `col_of(i)` is its column.
+// The mean of the row's values summed in `s` (a per-thread partial): the shift.
+template <int T, int R, int C>
+__device__ __forceinline__ float row_mean(float s, ReduceScratch<T, R, 1>& sh, int count) {
+  float v[1] = {s};
+  row_sum<T, R, C, 1>(v, sh);
+  return v[0] / static_cast<float>(count);
+}
+
+// This thread's sums of (x - shift) and (x - shift)^2; padding vectors stay out.
+template <int P, int V, class Load, class ColOf>
+__device__ __forceinline__ void centred_sums(float shift, int n, const Load& load, const ColOf& col_of,
+                                             float& s1, float& s2) {
+  s1 = s2 = 0.f;
+#pragma unroll
+  for (int i = 0; i < P; ++i) {
+    if (col_of(i) < n) {
+      float d[V], a, b;
+      load(i, d);
+#pragma unroll
+      for (int j = 0; j < V; ++j) d[j] -= shift;
+      pair_sums<V>(d, a, b);
+      s1 += a;
+      s2 += b;
+    }
+  }
+}
+
+// Normalize and store this thread's vectors of a row; gamma/beta from `w` when kHeld (the
+// same for every row), else loaded per vector.
+template <class K, int P, int V, bool kHeld, class Load, class ColOf>
+__device__ __forceinline__ void normalize_row(const Params& p, const Stats& st, const Load& load,
+                                              const ColOf& col_of, const Weights<K, kHeld ? P : 1, V>& w,
+                                              i64 y_off) {
+#pragma unroll
+  for (int i = 0; i < P; ++i) {
+    if (col_of(i) < p.n) {
+      float d[V];
+      load(i, d);
+#pragma unroll
+      for (int j = 0; j < V; ++j) d[j] -= st.shift;
+      if constexpr (kHeld) {
+        normalize_store<K, P, V>(p, st, d, w, i, y_off, col_of(i));
+      } else {
+        normalize_store<K, V>(p, st, d, y_off, col_of(i));
+      }
+    }
+  }
+}
+
 // ---- one-pass: the whole row in registers ----------------------------------------------
 // A block serves R rows at a time with T threads per row, or, with a cluster of C blocks,
 // one row with C*T threads. Row thread t holds the P vectors at columns (i*C*T + t)*V, in
@@ -377,14 +428,13 @@ __device__ __forceinline__ void one_pass(const Params& p) {
   const i64 stride = (C > 1 ? cluster_count() : gridDim.x) * static_cast<i64>(R);
   const int n = p.n;
   auto col_of = [&](int i) { return (i * C * T + lane) * V; };
-  auto in_row = [&](int i) { return col_of(i) < n; };
   auto load_row = [&](Packed<X, P, V>& raw, i64 base) {
     const i64 row = base + sub;
     const bool live = row < p.rows;
     const X* xr = static_cast<const X*>(p.x) + (live ? row_offset(row, p.inner, p.x_so, p.x_si) : 0);
 #pragma unroll
     for (int i = 0; i < P; ++i) {
-      if (live && in_row(i)) {
+      if (live && col_of(i) < n) {
         raw.load(i, xr + col_of(i));
       } else {
         raw.zero(i);  // padding, or a row past the end
@@ -396,7 +446,7 @@ __device__ __forceinline__ void one_pass(const Params& p) {
   if constexpr (kHoldWeights) {
 #pragma unroll
     for (int i = 0; i < P; ++i)
-      if (in_row(i)) w.load(p, i, col_of(i));
+      if (col_of(i) < n) w.load(p, i, col_of(i));
   }
   i64 base = group * R;
   Packed<X, P, V> raw;
@@ -411,45 +461,25 @@ __device__ __forceinline__ void one_pass(const Params& p) {
       if (more) load_row(next, base + stride);
     }
 
+    auto load = [&](int i, float (&d)[V]) {
+#pragma unroll
+      for (int j = 0; j < V; ++j) d[j] = raw.get(i, j);
+    };
     float shift = 0.f;
     if constexpr (kLN) {
-      float s[1] = {0.f};
+      float sx = 0.f;  // padding is zero
 #pragma unroll
       for (int i = 0; i < P; ++i)
 #pragma unroll
-        for (int j = 0; j < V; ++j) s[0] += raw.get(i, j);
-      row_sum<T, R, C, 1>(s, sh_shift);
-      shift = s[0] / static_cast<float>(n);
+        for (int j = 0; j < V; ++j) sx += raw.get(i, j);
+      shift = row_mean<T, R, C>(sx, sh_shift, n);
     }
-    float s[2] = {0.f, 0.f};
-#pragma unroll
-    for (int i = 0; i < P; ++i) {
-      if (in_row(i)) {  // padding lanes stay out of the sums
-        float d[V], s1, s2;
-#pragma unroll
-        for (int j = 0; j < V; ++j) d[j] = raw.get(i, j) - shift;
-        pair_sums<V>(d, s1, s2);
-        s[0] += s1;
-        s[1] += s2;
-      }
-    }
+    float s[2];
+    centred_sums<P, V>(shift, n, load, col_of, s[0], s[1]);
     row_sum<T, R, C, 2>(s, sh_stats);
     const Stats st = finish_stats<K::kNorm>(shift, s[0], s[1], n, p.eps);
-
     if (live) {
-      const i64 y_off = row * n;
-#pragma unroll
-      for (int i = 0; i < P; ++i) {
-        if (!in_row(i)) continue;
-        float d[V];
-#pragma unroll
-        for (int j = 0; j < V; ++j) d[j] = raw.get(i, j) - shift;
-        if constexpr (kHoldWeights) {
-          normalize_store<K, P, V>(p, st, d, w, i, y_off, col_of(i));
-        } else {
-          normalize_store<K, V>(p, st, d, y_off, col_of(i));
-        }
-      }
+      normalize_row<K, P, V, kHoldWeights>(p, st, load, col_of, w, row * n);
       if (lane == 0) save_stats<K>(p, row, st);
     }
     if constexpr (kPrefetchRow) {
@@ -485,7 +515,7 @@ __device__ __forceinline__ void one_pass_staged(const Params& p) {
   for (i64 row = C > 1 ? cluster_index() : blockIdx.x; row < p.rows;
        row += C > 1 ? cluster_count() : gridDim.x) {
     const X* xr = static_cast<const X*>(p.x) + row_offset(row, p.inner, p.x_so, p.x_si);
-    float s0[1] = {0.f};
+    float sx = 0.f;  // padding is zero
 #pragma unroll
     for (int i0 = 0; i0 < P; i0 += kBatch) {
       Packed<X, kBatch, V> batch;
@@ -500,44 +530,22 @@ __device__ __forceinline__ void one_pass_staged(const Params& p) {
 #pragma unroll
       for (int b = 0; b < kBatch; ++b) {
 #pragma unroll
-        for (int j = 0; j < V; ++j) s0[0] += batch.get(b, j);
+        for (int j = 0; j < V; ++j) sx += batch.get(b, j);
         batch.store(b, slot(i0 + b));
       }
     }
-    float shift = 0.f;
-    if constexpr (kLN) {
-      row_sum<T, 1, C, 1>(s0, sh_shift);
-      shift = s0[0] / static_cast<float>(n);
-    }
-    float s[2] = {0.f, 0.f};
+    auto load = [&](int i, float (&d)[V]) {
+      Packed<X, 1, V> v;
+      v.load(0, slot(i));
 #pragma unroll
-    for (int i = 0; i < P; ++i) {
-      if (col_of(i) < n) {
-        Packed<X, 1, V> v;
-        v.load(0, slot(i));
-        float d[V], s1, s2;
-#pragma unroll
-        for (int j = 0; j < V; ++j) d[j] = v.get(0, j) - shift;
-        pair_sums<V>(d, s1, s2);
-        s[0] += s1;
-        s[1] += s2;
-      }
-    }
+      for (int j = 0; j < V; ++j) d[j] = v.get(0, j);
+    };
+    const float shift = kLN ? row_mean<T, 1, C>(sx, sh_shift, n) : 0.f;
+    float s[2];
+    centred_sums<P, V>(shift, n, load, col_of, s[0], s[1]);
     row_sum<T, 1, C, 2>(s, sh_stats);
     const Stats st = finish_stats<K::kNorm>(shift, s[0], s[1], n, p.eps);
-
-    const i64 y_off = row * n;
-#pragma unroll
-    for (int i = 0; i < P; ++i) {
-      if (col_of(i) < n) {
-        Packed<X, 1, V> v;
-        v.load(0, slot(i));
-        float d[V];
-#pragma unroll
-        for (int j = 0; j < V; ++j) d[j] = v.get(0, j) - shift;
-        normalize_store<K, V>(p, st, d, y_off, col_of(i));
-      }
-    }
+    normalize_row<K, P, V, false>(p, st, load, col_of, Weights<K, 1, V>{}, row * n);
     if (lane == 0) save_stats<K>(p, row, st);
   }
   if constexpr (C > 1) cluster_sync();  // no block may exit while another reads its shared memory
@@ -575,31 +583,27 @@ __device__ __forceinline__ void two_pass(const Params& p) {
       }
     };
 
+    i64 c0 = 0;  // the chunk in v
+    auto col_of = [&](int i) { return c0 + (i * T + threadIdx.x) * V; };
+    auto load = [&](int i, float (&d)[V]) {
+#pragma unroll
+      for (int j = 0; j < V; ++j) d[j] = v[i][j];
+    };
+
     load_chunk(0);
     float shift = 0.f;
     if constexpr (kLN) {
-      float s[1] = {0.f};
+      float sx = 0.f;  // padding is zero
 #pragma unroll
       for (int i = 0; i < P; ++i)
 #pragma unroll
-        for (int j = 0; j < V; ++j) s[0] += v[i][j];
-      row_sum<T, 1, 1, 1>(s, sh_shift);
-      shift = s[0] / static_cast<float>(n < kChunk ? n : kChunk);
+        for (int j = 0; j < V; ++j) sx += v[i][j];
+      shift = row_mean<T, 1, 1>(sx, sh_shift, n < kChunk ? n : kChunk);
     }
     Compensated sum1, sum2;
-    for (i64 c0 = 0;;) {
-      float c1 = 0.f, c2 = 0.f;  // this chunk's part
-#pragma unroll
-      for (int i = 0; i < P; ++i) {
-        if (c0 + (i * T + threadIdx.x) * V < n) {
-          float d[V], s1, s2;
-#pragma unroll
-          for (int j = 0; j < V; ++j) d[j] = v[i][j] - shift;
-          pair_sums<V>(d, s1, s2);
-          c1 += s1;
-          c2 += s2;
-        }
-      }
+    for (;;) {
+      float c1, c2;  // this chunk's part
+      centred_sums<P, V>(shift, n, load, col_of, c1, c2);
       sum1.add(c1);
       sum2.add(c2);
       c0 += kChunk;
@@ -610,18 +614,9 @@ __device__ __forceinline__ void two_pass(const Params& p) {
     row_sum<T, 1, 1, 2>(s, sh_stats);
     const Stats st = finish_stats<K::kNorm>(shift, s[0], s[1], n, p.eps);
 
-    const i64 y_off = row * n;
-    for (i64 c0 = last_chunk; c0 >= 0; c0 -= kChunk) {
+    for (c0 = last_chunk; c0 >= 0; c0 -= kChunk) {
       load_chunk(c0);
-#pragma unroll
-      for (int i = 0; i < P; ++i) {
-        const i64 col = c0 + (i * T + threadIdx.x) * V;
-        if (col < n) {
-#pragma unroll
-          for (int j = 0; j < V; ++j) v[i][j] -= shift;
-          normalize_store<K, V>(p, st, v[i], y_off, col);
-        }
-      }
+      normalize_row<K, P, V, false>(p, st, load, col_of, Weights<K, 1, V>{}, row * n);
     }
     if (threadIdx.x == 0) save_stats<K>(p, row, st);
   }

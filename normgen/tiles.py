@@ -80,6 +80,12 @@ class Tile:
     def block_threads(self) -> int:
         return self.threads_per_row * self.rows_per_block
 
+    @property
+    def min_blocks_per_sm(self) -> int:
+        """__launch_bounds__' residency target: staged blocks must share an SM (that is
+        their point), so they get 1024 resident threads per SM, i.e. at most 64 registers."""
+        return max(1024 // self.block_threads, 1) if self.stage_bytes else 1
+
 
 # At most this many accesses per thread in a one-pass row of a 512-thread block (twice as
 # many at 256 threads, half at 1024: the register file is shared): each is a register-held
