@@ -62,7 +62,7 @@ def main(out: Path, list_only: bool, check: bool, include, exclude, save_mv, **a
     try:
         specs = select(_selection(include, exclude, save_mv, **axes))
     except SelectionError as e:
-        raise click.UsageError(str(e))
+        raise click.UsageError(str(e)) from None
     if not specs:
         click.echo("error: the filters select no instance", err=True)
         sys.exit(2)

@@ -8,7 +8,6 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from .codegen import HEADER
 
 OPTIONS = ("--std=c++17", "-Xptxas=-v")  # -v: the ptxas resource report lands in the log
 
@@ -68,13 +67,14 @@ def cache_key(source: str, header: str, arch: str) -> str:
 
 
 def _check(result, prog=None, what=""):
+    """cuda.bindings returns (status,) or (status, value): raise on failure, else the value."""
     from cuda.bindings import nvrtc
 
     err = result[0]
     if err != nvrtc.nvrtcResult.NVRTC_SUCCESS:
         log = _log(prog) if prog is not None else ""
         raise CompileError(f"NVRTC {what} failed ({err.name}):\n{log}")
-    return result[1:] if len(result) > 2 else (result[1] if len(result) == 2 else None)
+    return result[1] if len(result) > 1 else None
 
 
 def _log(prog) -> str:

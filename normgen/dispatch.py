@@ -11,7 +11,7 @@ from typing import Optional
 
 from . import arrays, runtime, tiles
 from .spec import KernelSpec
-from .types import DType, FusedAdd, Norm, Pipeline, Quant
+from .types import DType, Norm, Pipeline
 
 GENERATED_DIR = Path(os.environ.get("NORMGEN_GENERATED_DIR",
                                     Path(__file__).resolve().parent.parent / "generated"))

@@ -35,7 +35,7 @@ for (x, n), shapes in CANDIDATES.items():
         codegen.write(folder, codegen.outputs([spec]))
         dispatch.use_generated(folder, registry={spec.key: spec.name})
         t = spec.tile
-        ms = bench.time_events(lambda: dispatch.layernorm(xt, g, b))
+        ms = bench.time_events(lambda xt=xt, g=g, b=b: dispatch.layernorm(xt, g, b))
         print(f"{x.value} N={n:6d} threads={threads:4d} cluster={cluster} staged={staged} "
               f"P={t.repeat:2d} smem={t.stage_bytes // 1024:3d}KB: {ms * 1e3:7.1f} us "
               f"{nbytes / ms / 1e6 / ceiling:5.2f}", flush=True)

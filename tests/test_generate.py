@@ -8,7 +8,7 @@ from click.testing import CliRunner
 
 from normgen import codegen
 from normgen.cli import DEFAULT_OUT, main
-from normgen.matrix import AXES, Selection, select
+from normgen.matrix import AXES, select
 from normgen.spec import parse_name
 
 

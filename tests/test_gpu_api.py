@@ -10,7 +10,7 @@ from normgen import dispatch, reference
 from normgen.cli import DEFAULT_OUT
 from normgen.types import DType
 
-from .gpu import Case, assert_close, expected, make_inputs, poisoned_allocations, requires_gpu
+from .gpu import Case, assert_close, expected, poisoned_allocations, requires_gpu
 
 pytestmark = requires_gpu
 
