@@ -12,7 +12,6 @@ import click
 from . import codegen
 from .matrix import AXES, Selection, SelectionError, select
 
-DEFAULT_OUT = Path(__file__).resolve().parent.parent / "generated"
 
 
 def _axis_option(axis: str):
@@ -52,7 +51,7 @@ def _selection(include, exclude, save_mv, **axes) -> Selection:
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
 @_selection_options
-@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=DEFAULT_OUT,
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=codegen.GENERATED,
               show_default=True, help="output folder")
 @click.option("--list", "list_only", is_flag=True, help="print the selected names, write nothing")
 @click.option("--check", is_flag=True,

@@ -13,6 +13,7 @@ from . import params
 from .spec import KernelSpec, looks_like_name
 
 TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
+GENERATED = TEMPLATES.parent / "generated"  # generate.py's default output, the dispatcher's default input
 HEADER = "normgen_fwd.cuh"
 REGISTRY = "registry.py"
 

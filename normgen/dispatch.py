@@ -9,12 +9,11 @@ import os
 from pathlib import Path
 from typing import Optional
 
-from . import arrays, runtime, tiles
+from . import arrays, codegen, runtime, tiles
 from .spec import KernelSpec
 from .types import DType, Norm, Pipeline
 
-GENERATED_DIR = Path(os.environ.get("NORMGEN_GENERATED_DIR",
-                                    Path(__file__).resolve().parent.parent / "generated"))
+GENERATED_DIR = Path(os.environ.get("NORMGEN_GENERATED_DIR", codegen.GENERATED))
 
 _registry: Optional[dict] = None  # KernelSpec.key -> instance name
 _kernels: dict = {}  # call key -> runtime.Kernel
@@ -72,7 +71,7 @@ def choose(norm, x, w, save_stats, n, vec_align) -> KernelSpec:
     raise MissingInstanceError(
         f"no generated instance serves this call (N={n}); the best one is {best.name}: "
         f"python generate.py --filter '{best.name}'"
-        + ("" if GENERATED_DIR.resolve() == runtime.DEFAULT_GENERATED else f" --out {GENERATED_DIR}")
+        + ("" if GENERATED_DIR.resolve() == codegen.GENERATED else f" --out {GENERATED_DIR}")
     )
 
 

@@ -16,7 +16,6 @@ from . import params
 from .codegen import HEADER
 from .spec import KernelSpec
 
-DEFAULT_GENERATED = Path(__file__).resolve().parent.parent / "generated"
 CACHE_DIR = Path(os.environ.get("NORMGEN_CACHE_DIR", Path.home() / ".cache" / "normgen"))
 
 _CU_LAUNCH_PARAM_BUFFER_POINTER = 1

@@ -60,3 +60,24 @@ def test_host_arrays_are_refused_with_the_fix():
 def test_eps_must_be_positive_and_finite(eps):
     with pytest.raises(ValueError, match="eps must be a positive"):
         dispatch._eps(eps)
+
+
+def test_choice_and_missing_instance_message(tmp_path):
+    from normgen.codegen import GENERATED
+
+    try:
+        dispatch.use_generated(GENERATED)
+        chosen = dispatch.choose(Norm.LAYERNORM, DType.BF16, DType.BF16, True, 1000, 8)
+        assert chosen.name == "layernorm_fwd_bf16_nb1024_1p_v8_mv"
+        # N % 8 == 4: v4 is not in the default set, the scalar instance serves
+        assert dispatch.choose(Norm.LAYERNORM, DType.BF16, DType.BF16, False, 1004, 4).vec == 1
+        with pytest.raises(dispatch.MissingInstanceError) as info:
+            dispatch.use_generated(GENERATED, registry={})
+            dispatch.choose(Norm.LAYERNORM, DType.FP16, DType.FP16, False, 100, 4)
+        assert str(info.value).endswith("python generate.py --filter 'layernorm_fwd_fp16_nb128_1p_v4'")
+        with pytest.raises(dispatch.MissingInstanceError) as info:
+            dispatch.use_generated(tmp_path, registry={})
+            dispatch.choose(Norm.LAYERNORM, DType.FP16, DType.FP16, False, 100, 4)
+        assert str(info.value).endswith(f"--out {tmp_path}")
+    finally:
+        dispatch.use_generated(GENERATED)

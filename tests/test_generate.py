@@ -7,7 +7,7 @@ import pytest
 from click.testing import CliRunner
 
 from normgen import codegen
-from normgen.cli import DEFAULT_OUT, main
+from normgen.cli import main
 from normgen.matrix import AXES, select
 from normgen.spec import parse_name
 
@@ -123,7 +123,7 @@ def test_check_mode(tmp_path):
 
 
 def test_committed_generated_folder_is_up_to_date():
-    assert codegen.differences(DEFAULT_OUT, codegen.outputs(select())) == []
+    assert codegen.differences(codegen.GENERATED, codegen.outputs(select())) == []
 
 
 def _load_registry(folder: Path) -> dict:
@@ -134,8 +134,8 @@ def _load_registry(folder: Path) -> dict:
 
 
 def test_registry_matches_the_files():
-    reg = _load_registry(DEFAULT_OUT)
-    files = {p.stem for p in DEFAULT_OUT.glob("*.cu")}
+    reg = _load_registry(codegen.GENERATED)
+    files = {p.stem for p in codegen.GENERATED.glob("*.cu")}
     assert set(reg.values()) == files
     for key, name in reg.items():
         assert parse_name(name).key == key

@@ -7,7 +7,7 @@ import pytest
 
 import normgen
 from normgen import dispatch, reference
-from normgen.cli import DEFAULT_OUT
+from normgen.codegen import GENERATED
 from normgen.types import DType
 
 from .gpu import Case, assert_close, expected, poisoned_allocations, requires_gpu
@@ -17,7 +17,7 @@ pytestmark = requires_gpu
 
 @pytest.fixture(autouse=True)
 def default_registry():
-    dispatch.use_generated(DEFAULT_OUT)
+    dispatch.use_generated(GENERATED)
     yield
 
 

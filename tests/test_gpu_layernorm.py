@@ -6,7 +6,7 @@ import zlib
 import pytest
 
 from normgen import dispatch, tiles
-from normgen.cli import DEFAULT_OUT
+from normgen.codegen import GENERATED
 from normgen.types import Pipeline
 
 from .gpu import Case, assert_close, assert_stats, expected, poisoned_allocations, requires_gpu
@@ -45,15 +45,15 @@ def built(request):
     from .conftest import selected_specs
     from normgen import runtime
 
-    runtime.build(selected_specs(request.config), DEFAULT_OUT, runtime.device_arch(0))
+    runtime.build(selected_specs(request.config), GENERATED, runtime.device_arch(0))
 
 
 @pytest.fixture
 def only(spec):
     """Dispatch from this one instance alone."""
-    dispatch.use_generated(DEFAULT_OUT, registry={spec.key: spec.name})
+    dispatch.use_generated(GENERATED, registry={spec.key: spec.name})
     yield spec
-    dispatch.use_generated(DEFAULT_OUT)
+    dispatch.use_generated(GENERATED)
 
 
 def test_instance_against_reference(only, seed):
