@@ -7,8 +7,14 @@ struct Traits {
   using X = __nv_bfloat16;
   using W = __nv_bfloat16;
   using Y = __nv_bfloat16;
+  using SM = __nv_bfloat16;  // smooth-scale precision (unused without kSmooth)
+  using SY = __nv_bfloat16;  // per-row scale precision (dynamic quant)
   static constexpr normgen::Norm kNorm = normgen::Norm::LAYERNORM;
   static constexpr normgen::Pipeline kPipeline = normgen::Pipeline::ONE_PASS;
+  static constexpr int kFusedAdd = 0;
+  static constexpr bool kXBias = false;
+  static constexpr normgen::Quant kQuant = normgen::Quant::NONE;
+  static constexpr bool kSmooth = false;
   static constexpr bool kSaveStats = true;
   static constexpr int kThreadsPerRow = 8;
   static constexpr int kRowsPerBlock = 16;

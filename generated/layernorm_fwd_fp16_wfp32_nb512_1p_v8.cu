@@ -7,8 +7,14 @@ struct Traits {
   using X = __half;
   using W = float;
   using Y = __half;
+  using SM = __half;  // smooth-scale precision (unused without kSmooth)
+  using SY = __half;  // per-row scale precision (dynamic quant)
   static constexpr normgen::Norm kNorm = normgen::Norm::LAYERNORM;
   static constexpr normgen::Pipeline kPipeline = normgen::Pipeline::ONE_PASS;
+  static constexpr int kFusedAdd = 0;
+  static constexpr bool kXBias = false;
+  static constexpr normgen::Quant kQuant = normgen::Quant::NONE;
+  static constexpr bool kSmooth = false;
   static constexpr bool kSaveStats = false;
   static constexpr int kThreadsPerRow = 32;
   static constexpr int kRowsPerBlock = 4;

@@ -11,6 +11,7 @@ namespace normgen {
 
 typedef long long i64;
 typedef unsigned int uint32_t;
+typedef signed char int8_t;
 enum class Norm { LAYERNORM, RMSNORM };
 enum class Pipeline { ONE_PASS, TWO_PASS };
 enum class Quant { NONE, DYNAMIC, STATIC };
@@ -51,22 +52,36 @@ template <> __device__ __forceinline__ __half from_float<__half>(float v) { retu
 template <> __device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(float v) {
   return __float2bfloat16_rn(v);
 }
+// Quantized outputs: int8 rounds half to even and clamps to [-128, 127] (NaN -> 0); fp8
+// e4m3 rounds to nearest even and saturates to +-448.
+template <> __device__ __forceinline__ int8_t from_float<int8_t>(float v) {
+  int q;
+  asm("cvt.rni.sat.s8.f32 %0, %1;" : "=r"(q) : "f"(v));
+  return static_cast<int8_t>(q);
+}
+template <> __device__ __forceinline__ __nv_fp8_e4m3 from_float<__nv_fp8_e4m3>(float v) {
+  __nv_fp8_e4m3 q;
+  q.__x = __nv_cvt_float_to_fp8(v, __NV_SATFINITE, __NV_E4M3);
+  return q;
+}
+// v rounded to T's precision, as a float (exact in float for every T here).
+template <typename T> __device__ __forceinline__ float round_to(float v) { return to_float(from_float<T>(v)); }
+template <> __device__ __forceinline__ float round_to<float>(float v) { return v; }
 
-// ---- vector access: V elements, in accesses of at most 16 bytes ----------------------
+// The bits of a float rounded to T, in the low bits of a word.
+template <typename T> __device__ __forceinline__ uint32_t float_to_bits(float v);
+template <> __device__ __forceinline__ uint32_t float_to_bits<float>(float v) { return __float_as_uint(v); }
+template <> __device__ __forceinline__ uint32_t float_to_bits<__half>(float v) {
+  return __half_as_ushort(__float2half_rn(v));
+}
+template <> __device__ __forceinline__ uint32_t float_to_bits<__nv_bfloat16>(float v) {
+  return __bfloat16_as_ushort(__float2bfloat16_rn(v));
+}
+
+// ---- vector access -------------------------------------------------------------------
 template <typename T, int V> struct alignas(sizeof(T) * V) Pack { T v[V]; };
 template <typename T, int V> __host__ __device__ constexpr int access_elems() {
   return V * sizeof(T) > 16 ? 16 / sizeof(T) : V;
-}
-
-template <typename T, int V>
-__device__ __forceinline__ void load_vec(float (&out)[V], const T* p) {
-  constexpr int A = access_elems<T, V>();
-#pragma unroll
-  for (int c = 0; c < V; c += A) {
-    const Pack<T, A> r = *reinterpret_cast<const Pack<T, A>*>(p + c);
-#pragma unroll
-    for (int i = 0; i < A; ++i) out[c + i] = to_float(r.v[i]);
-  }
 }
 
 // A thread's P vectors of V elements, kept as loaded: packed in 32-bit words, two 16-bit
@@ -92,6 +107,10 @@ template <typename T, int P, int V> struct Packed {
     const int e = i * V + j;
     return sizeof(T) == 4 ? bits_to_float<T>(w[e], 0) : bits_to_float<T>(w[e / 2], e % 2);
   }
+  __device__ __forceinline__ void get(int i, float (&d)[V]) const {
+#pragma unroll
+    for (int j = 0; j < V; ++j) d[j] = get(i, j);
+  }
   // Vector i from p; vectors are loaded in ascending i (a 2-byte vector shares its word).
   __device__ __forceinline__ void load(int i, const T* p) {
     if constexpr (kVecBytes >= 16) {
@@ -110,6 +129,19 @@ template <typename T, int P, int V> struct Packed {
     } else {
       const uint32_t bits = *reinterpret_cast<const unsigned short*>(p);
       w[i / 2] = i % 2 ? (w[i / 2] & 0xffffu) | (bits << 16) : bits;
+    }
+  }
+  // Vector i from floats (rounded to T); the word's other half is kept.
+  __device__ __forceinline__ void set(int i, const float (&v)[V]) {
+#pragma unroll
+    for (int j = 0; j < V; ++j) {
+      const int e = i * V + j;
+      const uint32_t bits = float_to_bits<T>(v[j]);
+      if constexpr (sizeof(T) == 4) {
+        w[e] = bits;
+      } else {
+        w[e / 2] = e % 2 ? (w[e / 2] & 0xffffu) | (bits << 16) : (w[e / 2] & 0xffff0000u) | bits;
+      }
     }
   }
   // Vector i to p (whole words: kVecBytes >= 4).
@@ -137,15 +169,40 @@ template <typename T, int P, int V> struct Packed {
   }
 };
 
+// Four quantized codes in one word (first in the low byte).
+template <typename T> __device__ __forceinline__ uint32_t pack4(float a, float b, float c, float d);
+template <> __device__ __forceinline__ uint32_t pack4<int8_t>(float a, float b, float c, float d) {
+  const auto q = [](float v) { return static_cast<uint32_t>(static_cast<unsigned char>(from_float<int8_t>(v))); };
+  return __byte_perm(__byte_perm(q(a), q(b), 0x0040), __byte_perm(q(c), q(d), 0x0040), 0x5410);
+}
+template <> __device__ __forceinline__ uint32_t pack4<__nv_fp8_e4m3>(float a, float b, float c, float d) {
+  const uint32_t lo = __nv_cvt_float2_to_fp8x2(make_float2(a, b), __NV_SATFINITE, __NV_E4M3);
+  const uint32_t hi = __nv_cvt_float2_to_fp8x2(make_float2(c, d), __NV_SATFINITE, __NV_E4M3);
+  return lo | (hi << 16);
+}
+
 template <typename T, int V>
 __device__ __forceinline__ void store_vec(T* p, const float (&in)[V]) {
-  constexpr int A = access_elems<T, V>();
+  if constexpr (sizeof(T) == 1 && V >= 4) {  // quantized codes, whole words (V <= 16)
+    uint32_t w[V / 4];
 #pragma unroll
-  for (int c = 0; c < V; c += A) {
-    Pack<T, A> r;
+    for (int c = 0; c < V / 4; ++c) w[c] = pack4<T>(in[4 * c], in[4 * c + 1], in[4 * c + 2], in[4 * c + 3]);
+    if constexpr (V == 16) {
+      *reinterpret_cast<uint4*>(p) = make_uint4(w[0], w[1], w[2], w[3]);
+    } else if constexpr (V == 8) {
+      *reinterpret_cast<uint2*>(p) = make_uint2(w[0], w[1]);
+    } else {
+      *reinterpret_cast<uint32_t*>(p) = w[0];
+    }
+  } else {
+    constexpr int A = access_elems<T, V>();
 #pragma unroll
-    for (int i = 0; i < A; ++i) r.v[i] = from_float<T>(in[c + i]);
-    *reinterpret_cast<Pack<T, A>*>(p + c) = r;
+    for (int c = 0; c < V; c += A) {
+      Pack<T, A> r;
+#pragma unroll
+      for (int i = 0; i < A; ++i) r.v[i] = from_float<T>(in[c + i]);
+      *reinterpret_cast<Pack<T, A>*>(p + c) = r;
+    }
   }
 }
 
@@ -185,6 +242,13 @@ __device__ __forceinline__ float load_cluster(const float* p, unsigned rank) {
 }
 
 // ---- row reduction ------------------------------------------------------------------
+struct Sum {
+  __device__ __forceinline__ static float op(float a, float b) { return a + b; }
+};
+struct Max {
+  __device__ __forceinline__ static float op(float a, float b) { return fmaxf(a, b); }
+};
+
 // Shared memory one reduction needs: per-warp partials, and for clusters this block's total
 // (read by the other blocks) and the cluster total (read by this block's threads).
 template <int T, int R, int K> struct ReduceScratch {
@@ -193,17 +257,25 @@ template <int T, int R, int K> struct ReduceScratch {
   float cluster[K];
 };
 
-// Sums K values over the T threads that share a row in each of the C blocks of a cluster
-// (T a power of two; rows are T-aligned groups of the block). The xor butterfly adds the
-// same two values in both partners, so every thread ends with the same bits; warp, block
-// and cluster partials are combined in a fixed order: results do not depend on which
-// block or which batch the row is in.
-template <int T, int R, int C, int K>
-__device__ __forceinline__ void row_sum(float (&v)[K], ReduceScratch<T, R, K>& sh) {
+// Scratch sets per reduction. A thread may rewrite a scratch only once every thread (of
+// every block of the cluster) has read it, i.e. after another barrier: with two or more
+// reductions per row the next one's barrier is that; with one (RMSNorm without dynamic
+// quant), two sets alternate row by row and the next row's barrier is.
+template <class K> __host__ __device__ constexpr int scratch_sets() {
+  return (K::kNorm == Norm::LAYERNORM) + 1 + (K::kQuant == Quant::DYNAMIC) >= 2 ? 1 : 2;
+}
+
+// Reduces K values with Op over the T threads that share a row in each of the C blocks of
+// a cluster (T a power of two; rows are T-aligned groups of the block). The xor butterfly
+// combines the same two values in both partners, so every thread ends with the same bits;
+// warp, block and cluster partials are combined in a fixed order: results do not depend on
+// which block or which batch the row is in.
+template <class Op, int T, int R, int C, int K>
+__device__ __forceinline__ void row_reduce(float (&v)[K], ReduceScratch<T, R, K>& sh) {
 #pragma unroll
   for (int off = (T < 32 ? T : 32) / 2; off > 0; off /= 2) {
 #pragma unroll
-    for (int k = 0; k < K; ++k) v[k] += __shfl_xor_sync(0xffffffffu, v[k], off);
+    for (int k = 0; k < K; ++k) v[k] = Op::op(v[k], __shfl_xor_sync(0xffffffffu, v[k], off));
   }
   if constexpr (T > 32) {
     constexpr int W = T / 32;
@@ -216,16 +288,14 @@ __device__ __forceinline__ void row_sum(float (&v)[K], ReduceScratch<T, R, K>& s
     __syncthreads();
 #pragma unroll
     for (int k = 0; k < K; ++k) {
-      float s = 0.f;
+      float s = row[k];
 #pragma unroll
-      for (int w = 0; w < W; ++w) s += row[w * K + k];
+      for (int w = 1; w < W; ++w) s = Op::op(s, row[w * K + k]);
       v[k] = s;
     }
   }
   if constexpr (C > 1) {
-    static_assert(R == 1 && C <= 32 && (C & (C - 1)) == 0, "a cluster serves one row");
-    // A block rewrites sh.block only after the cluster barrier of the next reduction, which
-    // every other block passes only after reading it: two reductions per row keep it safe.
+    static_assert(R == 1 && T >= 32 && C <= 32 && (C & (C - 1)) == 0, "a cluster serves one row");
     if (threadIdx.x == 0) {
 #pragma unroll
       for (int k = 0; k < K; ++k) sh.block[k] = v[k];
@@ -238,7 +308,7 @@ __device__ __forceinline__ void row_sum(float (&v)[K], ReduceScratch<T, R, K>& s
 #pragma unroll
       for (int off = C / 2; off > 0; off /= 2) {
 #pragma unroll
-        for (int k = 0; k < K; ++k) t[k] += __shfl_xor_sync(0xffffffffu, t[k], off);
+        for (int k = 0; k < K; ++k) t[k] = Op::op(t[k], __shfl_xor_sync(0xffffffffu, t[k], off));
       }
       if (threadIdx.x == 0) {
 #pragma unroll
@@ -301,14 +371,30 @@ __device__ __forceinline__ Stats finish_stats(float shift, float s1, float s2, i
   return Stats{shift, c, 1.f / sqrtf(var + eps)};
 }
 
-// ---- epilogue -----------------------------------------------------------------------
-// gamma/beta for P vectors, packed like the row.
-template <class K, int P, int V> struct Weights {
-  Packed<typename K::W, P, V> g, b;
+// ---- per-column vectors: gamma, beta, x-bias, smooth scale ---------------------------------
+// Packed like the row. Pipelines hold them in registers for all of a block's rows when
+// they fit the budget (they are the same for every row), else load them per vector.
+template <class K, int P, int V> struct Columns {
+  using W = typename K::W;
+  Packed<W, P, V> g, b;
+  Packed<typename K::X, P, V> bias;
+  Packed<typename K::SM, P, V> sm;
+  static constexpr int kWords = Packed<W, P, V>::kWords * (K::kNorm == Norm::LAYERNORM ? 2 : 1) +
+                                (K::kXBias ? Packed<typename K::X, P, V>::kWords : 0) +
+                                (K::kSmooth ? Packed<typename K::SM, P, V>::kWords : 0);
 
-  __device__ __forceinline__ void load(const Params& p, int i, i64 col) {
-    using W = typename K::W;
-    g.load(i, static_cast<const W*>(p.gamma) + col);
+  __device__ __forceinline__ void load_bias(const Params& p, int i, i64 col) {
+    if constexpr (K::kXBias) bias.load(i, static_cast<const typename K::X*>(p.x_bias) + col);
+  }
+  __device__ __forceinline__ void load_epilogue(const Params& p, int i, i64 col) {
+    if (p.gamma != nullptr) {
+      g.load(i, static_cast<const W*>(p.gamma) + col);
+    } else {  // no scale
+      float one[V];
+#pragma unroll
+      for (int j = 0; j < V; ++j) one[j] = 1.f;
+      g.set(i, one);
+    }
     if constexpr (K::kNorm == Norm::LAYERNORM) {
       if (p.beta != nullptr) {
         b.load(i, static_cast<const W*>(p.beta) + col);
@@ -316,33 +402,88 @@ template <class K, int P, int V> struct Weights {
         b.zero(i);
       }
     }
+    if constexpr (K::kSmooth) sm.load(i, static_cast<const typename K::SM*>(p.smooth) + col);
+  }
+  __device__ __forceinline__ void load(const Params& p, int i, i64 col) {
+    load_bias(p, i, col);
+    load_epilogue(p, i, col);
   }
 };
 
-// Normalize vector i of V values d (already shifted by stats.shift) and store it at col.
-template <class K, int P, int V>
-__device__ __forceinline__ void normalize_store(const Params& p, const Stats& st, const float (&d)[V],
-                                                const Weights<K, P, V>& w, int i, i64 y_off, i64 col) {
-  float out[V];
+// ---- prologue: the fused residual add and x-bias -----------------------------------------
+// h = x (+ x_bias) (+ residual), summed in float in that order and rounded once to x's
+// precision: the values the unfused sequence would store and normalize. Vector i of x
+// becomes h (bias vector ci of c), and h is written to res_out unless that is null.
+template <class K, int P, int V, int PC>
+__device__ __forceinline__ void fuse(Packed<typename K::X, P, V>& x, const Packed<typename K::X, P, V>& r,
+                                     int i, const Columns<K, PC, V>& c, int ci, typename K::X* res_out) {
+  float h[V];
+  x.get(i, h);
 #pragma unroll
   for (int j = 0; j < V; ++j) {
-    const float g = w.g.get(i, j);
+    if constexpr (K::kXBias) h[j] += c.bias.get(ci, j);
+    if constexpr (K::kFusedAdd != 0) h[j] += r.get(i, j);
+  }
+  x.set(i, h);
+  if (res_out != nullptr) {
+    if constexpr (Packed<typename K::X, P, V>::kVecBytes >= 4) {
+      x.store(i, res_out);
+    } else {
+      x.get(i, h);
+      store_vec<typename K::X, V>(res_out, h);
+    }
+  }
+}
+
+// ---- epilogue -------------------------------------------------------------------------
+// The float outputs of one vector (d: its values minus stats.shift): normalized, scaled,
+// shifted and smoothed -- what is stored, or quantized. c's vector ci holds its columns.
+template <class K, int PC, int V>
+__device__ __forceinline__ void outputs(float (&out)[V], const Params& p, const Stats& st, const float (&d)[V],
+                                        const Columns<K, PC, V>& c, int ci) {
+#pragma unroll
+  for (int j = 0; j < V; ++j) {
+    const float g = c.g.get(ci, j);
     if constexpr (K::kNorm == Norm::LAYERNORM) {
-      out[j] = fmaf((d[j] - st.c) * st.rstd, g, w.b.get(i, j));
+      out[j] = fmaf((d[j] - st.c) * st.rstd, g, c.b.get(ci, j));
     } else {
       out[j] = d[j] * st.rstd * (g + p.weight_offset);
     }
+    if constexpr (K::kSmooth) out[j] *= c.sm.get(ci, j);
   }
-  store_vec<typename K::Y, V>(static_cast<typename K::Y*>(p.y) + y_off + col, out);
 }
 
-// Load one vector's weights and normalize it (weights not kept in registers).
-template <class K, int V>
-__device__ __forceinline__ void normalize_store(const Params& p, const Stats& st, const float (&d)[V],
-                                                i64 y_off, i64 col) {
-  Weights<K, 1, V> w;
-  w.load(p, 0, col);
-  normalize_store<K, 1, V>(p, st, d, w, 0, y_off, col);
+template <typename Y> struct QMax;  // the largest quantized magnitude
+template <> struct QMax<int8_t> { static constexpr float value = 127.f; };
+template <> struct QMax<__nv_fp8_e4m3> { static constexpr float value = 448.f; };
+
+template <typename T> struct Normal;  // the positive normal range of a scale's precision
+template <> struct Normal<float> {
+  static constexpr float lo = 1.17549435e-38f, hi = 3.40282347e+38f;
+};
+template <> struct Normal<__half> { static constexpr float lo = 6.103515625e-05f, hi = 65504.f; };
+template <> struct Normal<__nv_bfloat16> {
+  static constexpr float lo = 1.17549435e-38f, hi = 3.38953139e+38f;
+};
+
+// Dynamic quant: the row's scale is absmax / qmax, kept within the normal range of its
+// precision (an all-zero row gets the smallest normal: finite, positive, and zero codes),
+// rounded to that precision and written once per row. Returns the multiplier the codes are
+// computed with: 1 / (the scale as stored), so that codes * stored scale dequantize.
+template <class K>
+__device__ __forceinline__ float dynamic_scale(const Params& p, float amax, i64 row, bool write) {
+  using SY = typename K::SY;
+  const float s = fminf(fmaxf(amax / QMax<typename K::Y>::value, Normal<SY>::lo), Normal<SY>::hi);
+  const SY stored = from_float<SY>(s);
+  if (write) static_cast<SY*>(p.yscale)[row] = stored;
+  return 1.f / to_float(stored);
+}
+
+// The multiplier of a static quant (1 / the given scale), or 1.
+template <class K>
+__device__ __forceinline__ float static_qmul(const Params& p) {
+  if constexpr (K::kQuant == Quant::STATIC) return 1.f / *static_cast<const float*>(p.qscale);
+  return 1.f;
 }
 
 template <class K>
@@ -359,7 +500,7 @@ __device__ __forceinline__ void save_stats(const Params& p, i64 row, const Stats
 template <int T, int R, int C>
 __device__ __forceinline__ float row_mean(float s, ReduceScratch<T, R, 1>& sh, int count) {
   float v[1] = {s};
-  row_sum<T, R, C, 1>(v, sh);
+  row_reduce<Sum, T, R, C, 1>(v, sh);
   return v[0] / static_cast<float>(count);
 }
 
@@ -382,27 +523,100 @@ __device__ __forceinline__ void centred_sums(float shift, int n, const Load& loa
   }
 }
 
-// Normalize and store this thread's vectors of a row; gamma/beta from `w` when kHeld (the
-// same for every row), else loaded per vector.
-template <class K, int P, int V, bool kHeld, class Load, class ColOf>
-__device__ __forceinline__ void normalize_row(const Params& p, const Stats& st, const Load& load,
-                                              const ColOf& col_of, const Weights<K, kHeld ? P : 1, V>& w,
-                                              i64 y_off) {
+// fn(i, out) for each of this thread's vectors of a row, with its float outputs; columns
+// from c when kHeld (the same for every row), else loaded per vector.
+template <class K, int P, int V, bool kHeld, class Load, class ColOf, class Fn>
+__device__ __forceinline__ void for_each_output(const Params& p, const Stats& st, const Load& load,
+                                                const ColOf& col_of, const Columns<K, kHeld ? P : 1, V>& c,
+                                                const Fn& fn) {
 #pragma unroll
   for (int i = 0; i < P; ++i) {
     if (col_of(i) < p.n) {
-      float d[V];
+      float d[V], out[V];
       load(i, d);
 #pragma unroll
       for (int j = 0; j < V; ++j) d[j] -= st.shift;
       if constexpr (kHeld) {
-        normalize_store<K, P, V>(p, st, d, w, i, y_off, col_of(i));
+        outputs<K, P, V>(out, p, st, d, c, i);
       } else {
-        normalize_store<K, V>(p, st, d, y_off, col_of(i));
+        Columns<K, 1, V> ci;
+        ci.load_epilogue(p, 0, col_of(i));
+        outputs<K, 1, V>(out, p, st, d, ci, 0);
       }
+      fn(i, out);
     }
   }
 }
+
+// The largest |output| among this thread's vectors of a row (0 for none).
+template <class K, int P, int V, bool kHeld, class Load, class ColOf>
+__device__ __forceinline__ float absmax(const Params& p, const Stats& st, const Load& load, const ColOf& col_of,
+                                        const Columns<K, kHeld ? P : 1, V>& c) {
+  float m = 0.f;
+  for_each_output<K, P, V, kHeld>(p, st, load, col_of, c, [&](int, const float (&out)[V]) {
+#pragma unroll
+    for (int j = 0; j < V; ++j) m = fmaxf(m, fabsf(out[j]));
+  });
+  return m;
+}
+
+// Normalize, quantize (times qmul) and store this thread's vectors of a row at y_off.
+template <class K, int P, int V, bool kHeld, class Load, class ColOf>
+__device__ __forceinline__ void normalize_row(const Params& p, const Stats& st, const Load& load,
+                                              const ColOf& col_of, const Columns<K, kHeld ? P : 1, V>& c,
+                                              float qmul, i64 y_off) {
+  for_each_output<K, P, V, kHeld>(p, st, load, col_of, c, [&](int i, float (&out)[V]) {
+    if constexpr (K::kQuant != Quant::NONE) {
+#pragma unroll
+      for (int j = 0; j < V; ++j) out[j] *= qmul;
+    }
+    store_vec<typename K::Y, V>(static_cast<typename K::Y*>(p.y) + y_off + col_of(i), out);
+  });
+}
+
+// A row held on chip, after its statistics: the dynamic quant scale (a row reduction every
+// thread takes part in, live row or not), then this thread's outputs and the row's stats.
+// With kKeep the outputs computed for the absolute maximum stay in registers for the
+// stores (the normalize chain is most of a 16-bit row's instructions); else they are
+// computed again.
+template <class K, int P, int V, bool kHeld, bool kKeep, int T, int R, int C, class Load, class ColOf>
+__device__ __forceinline__ void finish_row(const Params& p, const Stats& st, const Load& load, const ColOf& col_of,
+                                           const Columns<K, kHeld ? P : 1, V>& c, ReduceScratch<T, R, 1>& sh_max,
+                                           float qmul, i64 row, bool live, bool leader) {
+  float keep[kKeep ? P : 1][V];
+  if constexpr (K::kQuant == Quant::DYNAMIC) {
+    float m[1] = {0.f};
+    for_each_output<K, P, V, kHeld>(p, st, load, col_of, c, [&](int i, const float (&out)[V]) {
+#pragma unroll
+      for (int j = 0; j < V; ++j) {
+        m[0] = fmaxf(m[0], fabsf(out[j]));
+        if constexpr (kKeep) keep[i][j] = out[j];
+      }
+    });
+    row_reduce<Max, T, R, C, 1>(m, sh_max);
+    qmul = dynamic_scale<K>(p, m[0], row, live && leader);
+  }
+  if (live) {
+    if constexpr (kKeep && K::kQuant == Quant::DYNAMIC) {
+#pragma unroll
+      for (int i = 0; i < P; ++i) {
+        if (col_of(i) < p.n) {
+#pragma unroll
+          for (int j = 0; j < V; ++j) keep[i][j] *= qmul;
+          store_vec<typename K::Y, V>(static_cast<typename K::Y*>(p.y) + row * p.n + col_of(i), keep[i]);
+        }
+      }
+    } else {
+      normalize_row<K, P, V, kHeld>(p, st, load, col_of, c, qmul, row * p.n);
+    }
+    if (leader) save_stats<K>(p, row, st);
+  }
+}
+
+// A thread's share of one row: x, and with a fused add the residual, as loaded.
+template <class K, int P, int V> struct RowIn {
+  Packed<typename K::X, P, V> x, r;
+};
 
 // ---- one-pass: the whole row in registers ----------------------------------------------
 // A block serves R rows at a time with T threads per row, or, with a cluster of C blocks,
@@ -410,82 +624,100 @@ __device__ __forceinline__ void normalize_row(const Params& p, const Stats& st, 
 // their input precision (half the registers of floats; converting is one instruction).
 // Blocks (clusters) stride over the rows, so any number of rows works. Two things keep
 // DRAM busy across a block's rows: the next row's loads are issued before this row's
-// reductions, and gamma/beta (the same for every row) are loaded once per block -- each
-// when it fits the register budget.
+// reductions, and the per-column vectors (the same for every row) are loaded once per
+// block -- each when it fits the register budget.
 template <class K>
 __device__ __forceinline__ void one_pass(const Params& p) {
   using X = typename K::X;
   constexpr int T = K::kThreadsPerRow, R = K::kRowsPerBlock, C = K::kCluster;
   constexpr int V = K::kVec, P = K::kRepeat;
   constexpr bool kLN = K::kNorm == Norm::LAYERNORM;
-  constexpr bool kHoldWeights = V > 1 && 2 * Packed<typename K::W, P, V>::kWords <= 32;
-  constexpr bool kPrefetchRow = V > 1 && Packed<X, P, V>::kWords <= 16;
-  __shared__ ReduceScratch<T, R, 1> sh_shift;
-  __shared__ ReduceScratch<T, R, 2> sh_stats;
+  constexpr bool kAdd = K::kFusedAdd != 0, kFuse = kAdd || K::kXBias;
+  constexpr bool kHold = V > 1 && Columns<K, P, V>::kWords <= 32;
+  constexpr bool kPrefetchRow = V > 1 && (kAdd ? 2 : 1) * Packed<X, P, V>::kWords <= 16;
+  // the outputs kept between the absmax and the stores (32 floats; 16 at 512 threads)
+  constexpr bool kKeep = K::kQuant == Quant::DYNAMIC && P * V * T * R <= 32 * 256;
+  constexpr int S = scratch_sets<K>();
+  __shared__ ReduceScratch<T, R, 1> sh_shift[S], sh_max[S];
+  __shared__ ReduceScratch<T, R, 2> sh_stats[S];
   const int lane = (C > 1 ? cluster_rank() * T : 0) + threadIdx.x % T;
   const int sub = threadIdx.x / T;  // this thread's row among the block's R
   const i64 group = C > 1 ? cluster_index() : blockIdx.x;
   const i64 stride = (C > 1 ? cluster_count() : gridDim.x) * static_cast<i64>(R);
   const int n = p.n;
   auto col_of = [&](int i) { return (i * C * T + lane) * V; };
-  auto load_row = [&](Packed<X, P, V>& raw, i64 base) {
+  auto load_row = [&](RowIn<K, P, V>& in, i64 base) {
     const i64 row = base + sub;
     const bool live = row < p.rows;
     const X* xr = static_cast<const X*>(p.x) + (live ? row_offset(row, p.inner, p.x_so, p.x_si) : 0);
+    const X* rr = static_cast<const X*>(p.residual) + (live && kAdd ? row_offset(row, p.inner, p.r_so, p.r_si) : 0);
 #pragma unroll
     for (int i = 0; i < P; ++i) {
       if (live && col_of(i) < n) {
-        raw.load(i, xr + col_of(i));
+        in.x.load(i, xr + col_of(i));
+        if constexpr (kAdd) in.r.load(i, rr + col_of(i));
       } else {
-        raw.zero(i);  // padding, or a row past the end
+        in.x.zero(i);  // padding, or a row past the end
+        if constexpr (kAdd) in.r.zero(i);
       }
     }
   };
 
-  Weights<K, kHoldWeights ? P : 1, V> w;
-  if constexpr (kHoldWeights) {
+  Columns<K, kHold ? P : 1, V> c;
+  if constexpr (kHold) {
 #pragma unroll
     for (int i = 0; i < P; ++i)
-      if (col_of(i) < n) w.load(p, i, col_of(i));
+      if (col_of(i) < n) c.load(p, i, col_of(i));
   }
+  const float qmul = static_qmul<K>(p);
   i64 base = group * R;
-  Packed<X, P, V> raw;
-  if (base < p.rows) load_row(raw, base);
-  for (; base < p.rows; base += stride) {
+  RowIn<K, P, V> in;
+  if (base < p.rows) load_row(in, base);
+  for (int ph = 0; base < p.rows; base += stride, ph = (ph + 1) % S) {
     // Every thread runs the reductions, also for a row past the end (live == false).
     const i64 row = base + sub;
     const bool live = row < p.rows;
     const bool more = base + stride < p.rows;
-    Packed<X, P, V> next;
+    RowIn<K, P, V> next;
     if constexpr (kPrefetchRow) {
       if (more) load_row(next, base + stride);
     }
-
-    auto load = [&](int i, float (&d)[V]) {
+    if constexpr (kFuse) {
+      X* res_out = K::kFusedAdd == 1 && live ? static_cast<X*>(p.res_out) + row * n : nullptr;
 #pragma unroll
-      for (int j = 0; j < V; ++j) d[j] = raw.get(i, j);
-    };
+      for (int i = 0; i < P; ++i) {
+        if (col_of(i) < n) {  // padding stays zero
+          X* to = res_out ? res_out + col_of(i) : nullptr;
+          if constexpr (kHold) {
+            fuse<K, P, V, P>(in.x, in.r, i, c, i, to);
+          } else {
+            Columns<K, 1, V> ci;
+            ci.load_bias(p, 0, col_of(i));
+            fuse<K, P, V, 1>(in.x, in.r, i, ci, 0, to);
+          }
+        }
+      }
+    }
+
+    auto load = [&](int i, float (&d)[V]) { in.x.get(i, d); };
     float shift = 0.f;
     if constexpr (kLN) {
       float sx = 0.f;  // padding is zero
 #pragma unroll
       for (int i = 0; i < P; ++i)
 #pragma unroll
-        for (int j = 0; j < V; ++j) sx += raw.get(i, j);
-      shift = row_mean<T, R, C>(sx, sh_shift, n);
+        for (int j = 0; j < V; ++j) sx += in.x.get(i, j);
+      shift = row_mean<T, R, C>(sx, sh_shift[ph], n);
     }
     float s[2];
     centred_sums<P, V>(shift, n, load, col_of, s[0], s[1]);
-    row_sum<T, R, C, 2>(s, sh_stats);
+    row_reduce<Sum, T, R, C, 2>(s, sh_stats[ph]);
     const Stats st = finish_stats<K::kNorm>(shift, s[0], s[1], n, p.eps);
-    if (live) {
-      normalize_row<K, P, V, kHoldWeights>(p, st, load, col_of, w, row * n);
-      if (lane == 0) save_stats<K>(p, row, st);
-    }
+    finish_row<K, P, V, kHold, kKeep, T, R, C>(p, st, load, col_of, c, sh_max[ph], qmul, row, live, lane == 0);
     if constexpr (kPrefetchRow) {
-      raw = next;
+      in = next;
     } else if (more) {
-      load_row(raw, base + stride);
+      load_row(in, base + stride);
     }
   }
   if constexpr (C > 1) cluster_sync();  // no block may exit while another reads its shared memory
@@ -502,51 +734,64 @@ __device__ __forceinline__ void one_pass_staged(const Params& p) {
   constexpr int T = K::kThreadsPerRow, C = K::kCluster, V = K::kVec, P = K::kRepeat;
   constexpr int kBatch = P < 4 ? P : 4;
   constexpr bool kLN = K::kNorm == Norm::LAYERNORM;
+  constexpr bool kAdd = K::kFusedAdd != 0, kFuse = kAdd || K::kXBias;
   static_assert(K::kRowsPerBlock == 1 && P % kBatch == 0, "staged tiles serve one row per block");
-  __shared__ ReduceScratch<T, 1, 1> sh_shift;
-  __shared__ ReduceScratch<T, 1, 2> sh_stats;
+  constexpr int S = scratch_sets<K>();
+  __shared__ ReduceScratch<T, 1, 1> sh_shift[S], sh_max[S];
+  __shared__ ReduceScratch<T, 1, 2> sh_stats[S];
   extern __shared__ uint4 stage_words[];
   X* stage = reinterpret_cast<X*>(stage_words);
   const int lane = (C > 1 ? cluster_rank() * T : 0) + threadIdx.x;
   const int n = p.n;
+  const float qmul = static_qmul<K>(p);
   auto col_of = [&](int i) { return (i * C * T + lane) * V; };
   auto slot = [&](int i) { return stage + (i * T + threadIdx.x) * V; };  // conflict-free
 
+  int ph = 0;
   for (i64 row = C > 1 ? cluster_index() : blockIdx.x; row < p.rows;
-       row += C > 1 ? cluster_count() : gridDim.x) {
+       row += C > 1 ? cluster_count() : gridDim.x, ph = (ph + 1) % S) {
     const X* xr = static_cast<const X*>(p.x) + row_offset(row, p.inner, p.x_so, p.x_si);
+    const X* rr = static_cast<const X*>(p.residual) + (kAdd ? row_offset(row, p.inner, p.r_so, p.r_si) : 0);
+    X* res_out = K::kFusedAdd == 1 ? static_cast<X*>(p.res_out) + row * n : nullptr;
     float sx = 0.f;  // padding is zero
 #pragma unroll
     for (int i0 = 0; i0 < P; i0 += kBatch) {
-      Packed<X, kBatch, V> batch;
+      RowIn<K, kBatch, V> batch;
 #pragma unroll
       for (int b = 0; b < kBatch; ++b) {
         if (col_of(i0 + b) < n) {
-          batch.load(b, xr + col_of(i0 + b));
+          batch.x.load(b, xr + col_of(i0 + b));
+          if constexpr (kAdd) batch.r.load(b, rr + col_of(i0 + b));
         } else {
-          batch.zero(b);  // padding
+          batch.x.zero(b);  // padding
         }
       }
 #pragma unroll
       for (int b = 0; b < kBatch; ++b) {
+        if constexpr (kFuse) {
+          if (col_of(i0 + b) < n) {
+            Columns<K, 1, V> ci;
+            ci.load_bias(p, 0, col_of(i0 + b));
+            fuse<K, kBatch, V, 1>(batch.x, batch.r, b, ci, 0, res_out ? res_out + col_of(i0 + b) : nullptr);
+          }
+        }
 #pragma unroll
-        for (int j = 0; j < V; ++j) sx += batch.get(b, j);
-        batch.store(b, slot(i0 + b));
+        for (int j = 0; j < V; ++j) sx += batch.x.get(b, j);
+        batch.x.store(b, slot(i0 + b));
       }
     }
     auto load = [&](int i, float (&d)[V]) {
       Packed<X, 1, V> v;
       v.load(0, slot(i));
-#pragma unroll
-      for (int j = 0; j < V; ++j) d[j] = v.get(0, j);
+      v.get(0, d);
     };
-    const float shift = kLN ? row_mean<T, 1, C>(sx, sh_shift, n) : 0.f;
+    const float shift = kLN ? row_mean<T, 1, C>(sx, sh_shift[ph], n) : 0.f;
     float s[2];
     centred_sums<P, V>(shift, n, load, col_of, s[0], s[1]);
-    row_sum<T, 1, C, 2>(s, sh_stats);
+    row_reduce<Sum, T, 1, C, 2>(s, sh_stats[ph]);
     const Stats st = finish_stats<K::kNorm>(shift, s[0], s[1], n, p.eps);
-    normalize_row<K, P, V, false>(p, st, load, col_of, Weights<K, 1, V>{}, row * n);
-    if (lane == 0) save_stats<K>(p, row, st);
+    finish_row<K, P, V, false, false, T, 1, C>(p, st, load, col_of, Columns<K, 1, V>{}, sh_max[ph], qmul, row,
+                                               true, lane == 0);
   }
   if constexpr (C > 1) cluster_sync();  // no block may exit while another reads its shared memory
 }
@@ -554,51 +799,65 @@ __device__ __forceinline__ void one_pass_staged(const Params& p) {
 // ---- two-pass: statistics over the streamed row, then re-read and normalize -----------
 // One row per block, in chunks of T*V*P elements. The shift is the mean of the first
 // chunk (the whole row when it fits in one), which keeps the shifted sums well-conditioned.
-// The normalize pass walks the chunks backwards so the most recently read ones hit L2.
+// Each later pass walks the chunks in the opposite direction of the one before, so the
+// most recently read ones hit L2. A fused prologue is recomputed on every pass (the sum is
+// stored in the first); dynamic quant adds a pass for the row's absolute maximum.
 template <class K>
 __device__ __forceinline__ void two_pass(const Params& p) {
   using X = typename K::X;
   constexpr int T = K::kThreadsPerRow, V = K::kVec, P = K::kRepeat;
   constexpr int kChunk = T * V * P;
   constexpr bool kLN = K::kNorm == Norm::LAYERNORM;
+  constexpr bool kAdd = K::kFusedAdd != 0, kFuse = kAdd || K::kXBias;
   static_assert(K::kRowsPerBlock == 1 && K::kCluster == 1, "two-pass serves one row per block");
-  __shared__ ReduceScratch<T, 1, 1> sh_shift;
-  __shared__ ReduceScratch<T, 1, 2> sh_stats;
+  constexpr int S = scratch_sets<K>();
+  __shared__ ReduceScratch<T, 1, 1> sh_shift[S], sh_max[S];
+  __shared__ ReduceScratch<T, 1, 2> sh_stats[S];
   const int n = p.n;
   const i64 last_chunk = (static_cast<i64>(n) - 1) / kChunk * kChunk;
+  const float static_mul = static_qmul<K>(p);
+  const Columns<K, 1, V> none{};
 
-  for (i64 row = blockIdx.x; row < p.rows; row += gridDim.x) {
+  int ph = 0;
+  for (i64 row = blockIdx.x; row < p.rows; row += gridDim.x, ph = (ph + 1) % S) {
     const X* xr = static_cast<const X*>(p.x) + row_offset(row, p.inner, p.x_so, p.x_si);
-    float v[P][V];
-    auto load_chunk = [&](i64 c0) {
+    const X* rr = static_cast<const X*>(p.residual) + (kAdd ? row_offset(row, p.inner, p.r_so, p.r_si) : 0);
+    X* res_out = K::kFusedAdd == 1 ? static_cast<X*>(p.res_out) + row * n : nullptr;
+    RowIn<K, P, V> in;
+    i64 c0 = 0;  // the chunk in `in`
+    auto col_of = [&](int i) { return c0 + (i * T + threadIdx.x) * V; };
+    auto load = [&](int i, float (&d)[V]) { in.x.get(i, d); };
+    auto load_chunk = [&](bool store_sum) {
 #pragma unroll
       for (int i = 0; i < P; ++i) {
-        const i64 col = c0 + (i * T + threadIdx.x) * V;
-        if (col < n) {
-          load_vec<X, V>(v[i], xr + col);
+        if (col_of(i) < n) {
+          in.x.load(i, xr + col_of(i));
+          if constexpr (kAdd) in.r.load(i, rr + col_of(i));
         } else {
+          in.x.zero(i);
+        }
+      }
+      if constexpr (kFuse) {
 #pragma unroll
-          for (int j = 0; j < V; ++j) v[i][j] = 0.f;
+        for (int i = 0; i < P; ++i) {
+          if (col_of(i) < n) {
+            Columns<K, 1, V> ci;
+            ci.load_bias(p, 0, col_of(i));
+            fuse<K, P, V, 1>(in.x, in.r, i, ci, 0, store_sum && res_out ? res_out + col_of(i) : nullptr);
+          }
         }
       }
     };
 
-    i64 c0 = 0;  // the chunk in v
-    auto col_of = [&](int i) { return c0 + (i * T + threadIdx.x) * V; };
-    auto load = [&](int i, float (&d)[V]) {
-#pragma unroll
-      for (int j = 0; j < V; ++j) d[j] = v[i][j];
-    };
-
-    load_chunk(0);
+    load_chunk(true);
     float shift = 0.f;
     if constexpr (kLN) {
       float sx = 0.f;  // padding is zero
 #pragma unroll
       for (int i = 0; i < P; ++i)
 #pragma unroll
-        for (int j = 0; j < V; ++j) sx += v[i][j];
-      shift = row_mean<T, 1, 1>(sx, sh_shift, n < kChunk ? n : kChunk);
+        for (int j = 0; j < V; ++j) sx += in.x.get(i, j);
+      shift = row_mean<T, 1, 1>(sx, sh_shift[ph], n < kChunk ? n : kChunk);
     }
     Compensated sum1, sum2;
     for (;;) {
@@ -608,15 +867,29 @@ __device__ __forceinline__ void two_pass(const Params& p) {
       sum2.add(c2);
       c0 += kChunk;
       if (c0 >= n) break;
-      load_chunk(c0);
+      load_chunk(true);
     }
     float s[2] = {sum1.value(), sum2.value()};
-    row_sum<T, 1, 1, 2>(s, sh_stats);
+    row_reduce<Sum, T, 1, 1, 2>(s, sh_stats[ph]);
     const Stats st = finish_stats<K::kNorm>(shift, s[0], s[1], n, p.eps);
 
-    for (c0 = last_chunk; c0 >= 0; c0 -= kChunk) {
-      load_chunk(c0);
-      normalize_row<K, P, V, false>(p, st, load, col_of, Weights<K, 1, V>{}, row * n);
+    if constexpr (K::kQuant == Quant::DYNAMIC) {
+      float m[1] = {0.f};
+      for (c0 = last_chunk; c0 >= 0; c0 -= kChunk) {
+        load_chunk(false);
+        m[0] = fmaxf(m[0], absmax<K, P, V, false>(p, st, load, col_of, none));
+      }
+      row_reduce<Max, T, 1, 1, 1>(m, sh_max[ph]);
+      const float qmul = dynamic_scale<K>(p, m[0], row, threadIdx.x == 0);
+      for (c0 = 0; c0 < n; c0 += kChunk) {
+        load_chunk(false);
+        normalize_row<K, P, V, false>(p, st, load, col_of, none, qmul, row * n);
+      }
+    } else {
+      for (c0 = last_chunk; c0 >= 0; c0 -= kChunk) {
+        load_chunk(false);
+        normalize_row<K, P, V, false>(p, st, load, col_of, none, static_mul, row * n);
+      }
     }
     if (threadIdx.x == 0) save_stats<K>(p, row, st);
   }

@@ -7,11 +7,15 @@ import sys
 from typing import Any, Optional
 
 import cupy
+import numpy as np
 from cupy.cuda import runtime
 
 from .types import BY_NUMPY, DType
 
 _DLPACK_CUDA = 2  # kDLCUDA
+# CuPy has no fp8 dtype: fp8 outputs for CuPy users are uint8 arrays of the e4m3 bits
+# (view them on the host with ml_dtypes.float8_e4m3fn).
+_CUPY_DTYPES = {DType.FP8: np.dtype(np.uint8)}
 
 
 class View:
@@ -43,7 +47,8 @@ def _torch_module():
 
         _torch = torch
         _TORCH_DTYPES.update({torch.float32: DType.FP32, torch.float16: DType.FP16,
-                              torch.bfloat16: DType.BF16, torch.int8: DType.INT8})
+                              torch.bfloat16: DType.BF16, torch.int8: DType.INT8,
+                              torch.float8_e4m3fn: DType.FP8})
         _TO_TORCH.update({v: k for k, v in _TORCH_DTYPES.items()})
         raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
         _torch_stream = raw or (lambda d: torch.cuda.current_stream(d).cuda_stream)
@@ -99,10 +104,11 @@ def empty(like: View, shape: tuple, dtype: DType):
     """An uninitialized contiguous output on like's device, of like's kind."""
     if like.torch:
         return like.obj.new_empty(shape, dtype=_TO_TORCH[dtype])
+    np_dtype = _CUPY_DTYPES.get(dtype, dtype.numpy)
     if like.device == runtime.getDevice():
-        return cupy.empty(shape, dtype=dtype.numpy)
+        return cupy.empty(shape, dtype=np_dtype)
     with cupy.cuda.Device(like.device):
-        return cupy.empty(shape, dtype=dtype.numpy)
+        return cupy.empty(shape, dtype=np_dtype)
 
 
 def data_ptr(out) -> int:

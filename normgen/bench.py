@@ -90,6 +90,65 @@ def layernorm_impls(x, g, b):
     }
 
 
+def add_layernorm_impls(x, r, g, b):
+    """Residual add + LayerNorm, returning the sum and y (ck fadd=1, vLLM fused_add_*)."""
+    import normgen
+
+    torch = _torch()
+    F = torch.nn.functional
+    n = x.shape[-1]
+
+    def unfused(x, r, g, b):
+        h = x + r
+        return h, F.layer_norm(h, (n,), g, b, 1e-5)
+
+    torch._dynamo.reset()
+    compiled = torch.compile(unfused, dynamic=False)
+    return {
+        "normgen": lambda: normgen.layernorm(x, g, b, eps=1e-5, residual=r),
+        "torch": lambda: unfused(x, r, g, b),
+        "torch.compile": lambda: compiled(x, r, g, b),
+    }
+
+
+def quant_layernorm_impls(x, g, b, quant: str):
+    """LayerNorm + dynamic per-row quantization to int8 or fp8 (codes and float32 scales)."""
+    import normgen
+
+    torch = _torch()
+    F = torch.nn.functional
+    n = x.shape[-1]
+    qmax, qdt = (127.0, torch.int8) if quant == "int8" else (448.0, torch.float8_e4m3fn)
+
+    def unfused(x, g, b):
+        y = F.layer_norm(x, (n,), g, b, 1e-5).float()
+        s = (y.abs().amax(-1, keepdim=True) / qmax).clamp_min(1.1754944e-38)
+        q = y / s
+        q = q.round().clamp(-128, 127) if quant == "int8" else q.clamp(-448, 448)
+        return q.to(qdt), s
+
+    torch._dynamo.reset()
+    compiled = torch.compile(unfused, dynamic=False)
+    return {
+        "normgen": lambda: normgen.layernorm(x, g, b, eps=1e-5, quant=quant),
+        "torch": lambda: unfused(x, g, b),
+        "torch.compile": lambda: compiled(x, g, b),
+    }
+
+
+# op -> (dtypes, Ns, implementations, bytes that must move for M x N of itemsize bytes)
+OPS = {
+    "layernorm": (DTYPES, BIG_N, lambda x, r, g, b: layernorm_impls(x, g, b),
+                  lambda m, n, isz: 2 * m * n * isz + 2 * n * isz),
+    "add+layernorm": (("bfloat16",), BIG_N[:7], add_layernorm_impls,
+                      lambda m, n, isz: 4 * m * n * isz + 2 * n * isz),
+    "layernorm+int8": (("bfloat16",), BIG_N[:7], lambda x, r, g, b: quant_layernorm_impls(x, g, b, "int8"),
+                       lambda m, n, isz: m * n * (isz + 1) + 4 * m + 2 * n * isz),
+    "layernorm+fp8": (("bfloat16",), BIG_N[:7], lambda x, r, g, b: quant_layernorm_impls(x, g, b, "fp8_e4m3"),
+                      lambda m, n, isz: m * n * (isz + 1) + 4 * m + 2 * n * isz),
+}
+
+
 def copy_gbps() -> float:
     torch = _torch()
     src = torch.randn(ELEMENTS, device="cuda", dtype=torch.bfloat16)
@@ -98,32 +157,38 @@ def copy_gbps() -> float:
     return 2 * src.numel() * src.element_size() / ms / 1e6
 
 
-def run(quick: bool, impls, log) -> dict:
+def run(quick: bool, impls, ops, log) -> dict:
     torch = _torch()
     torch.manual_seed(0)
     ceiling = copy_gbps()
     log(f"copy: {ceiling:.0f} GB/s")
     rows = []
-    ns = BIG_N[::2] if quick else BIG_N
-    for dtype in DTYPES:
-        dt = getattr(torch, dtype)
-        for n in ns:
-            m = ELEMENTS // n
-            x = torch.randn(m, n, device="cuda", dtype=dt)
-            g = 1 + 0.5 * torch.randn(n, device="cuda", dtype=dt)
-            b = torch.randn(n, device="cuda", dtype=dt)
-            nbytes = 2 * x.numel() * x.element_size() + 2 * n * g.element_size()
-            for impl, fn in layernorm_impls(x, g, b).items():
-                if impl not in impls:
-                    continue
-                ms = time_events(fn)
-                gbps = nbytes / ms / 1e6
-                rows.append(dict(op="layernorm", dtype=dtype, n=n, m=m, impl=impl, ms=ms,
-                                 gbps=gbps, ratio=gbps / ceiling, timing="events"))
-                log(f"layernorm {dtype:9s} N={n:6d} {impl:14s} {ms * 1e3:8.1f} us "
-                    f"{gbps:6.0f} GB/s {gbps / ceiling:5.2f}")
-            del x, g, b
-            torch.cuda.empty_cache()
+    for op in ops:
+        dtypes, op_ns, make_impls, must_move = OPS[op]
+        for dtype in dtypes:
+            dt = getattr(torch, dtype)
+            for n in op_ns[::2] if quick else op_ns:
+                m = ELEMENTS // n
+                x = torch.randn(m, n, device="cuda", dtype=dt)
+                r = torch.randn(m, n, device="cuda", dtype=dt) if op.startswith("add") else None
+                g = 1 + 0.5 * torch.randn(n, device="cuda", dtype=dt)
+                b = torch.randn(n, device="cuda", dtype=dt)
+                nbytes = must_move(m, n, x.element_size())
+                for impl, fn in make_impls(x, r, g, b).items():
+                    if impl not in impls:
+                        continue
+                    ms = time_events(fn)
+                    gbps = nbytes / ms / 1e6
+                    rows.append(dict(op=op, dtype=dtype, n=n, m=m, impl=impl, ms=ms,
+                                     gbps=gbps, ratio=gbps / ceiling, timing="events"))
+                    log(f"{op} {dtype:9s} N={n:6d} {impl:14s} {ms * 1e3:8.1f} us "
+                        f"{gbps:6.0f} GB/s {gbps / ceiling:5.2f}")
+                del x, r, g, b
+                torch.cuda.empty_cache()
+    if "layernorm" not in ops:
+        return dict(gpu=torch.cuda.get_device_name(), date=datetime.date.today().isoformat(),
+                    torch=torch.__version__, copy_gbps=ceiling, elements=ELEMENTS, rows=rows,
+                    host_us={})
     for m, n in SMALL:
         dt = torch.bfloat16
         x = torch.randn(m, n, device="cuda", dtype=dt)
@@ -153,7 +218,7 @@ def markdown(result: dict) -> str:
     out = [f"# normgen benchmark: {result['gpu']}, {result['date']}", "",
            f"M x N = 2^27 elements; ratio = effective bandwidth / device-to-device copy "
            f"({result['copy_gbps']:.0f} GB/s, read + write, same run). torch {result['torch']}.", ""]
-    for op in sorted({r["op"] for r in big}):
+    for op in [o for o in OPS if any(r["op"] == o for r in big)]:
         out += [f"## {op}", "", "| dtype | N | " + " | ".join(impls) + " |",
                 "|---|---|" + "---|" * len(impls)]
         keys = sorted({(r["dtype"], r["n"]) for r in big if r["op"] == op},
@@ -187,21 +252,28 @@ def plot(result: dict, path: Path) -> None:
     import matplotlib.pyplot as plt
 
     big = [r for r in result["rows"] if r["timing"] == "events"]
-    dtypes = [d for d in DTYPES if any(r["dtype"] == d for r in big)]
-    fig, axes = plt.subplots(1, len(dtypes), figsize=(5 * len(dtypes), 4), sharey=True, squeeze=False)
-    for ax, dtype in zip(axes[0], dtypes):
+    panels = sorted({(r["op"], r["dtype"]) for r in big},
+                    key=lambda k: (list(OPS).index(k[0]), DTYPES.index(k[1])))
+    cols = min(len(panels), 3)
+    rows = -(-len(panels) // cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(5 * cols, 4 * rows), sharey=True, squeeze=False)
+    for ax, (op, dtype) in zip(axes.flat, panels):
         for impl in IMPLS:
-            pts = sorted((r["n"], r["ratio"]) for r in big if r["dtype"] == dtype and r["impl"] == impl)
+            pts = sorted((r["n"], r["ratio"]) for r in big
+                         if (r["op"], r["dtype"], r["impl"]) == (op, dtype, impl))
             if pts:
                 ax.plot(*zip(*pts), marker="o", label=impl)
         ax.set_xscale("log", base=2)
         ax.axhline(1.0, color="gray", lw=0.8, ls="--")
-        ax.set_title(f"LayerNorm {dtype}")
+        ax.set_title(f"{op} {dtype}")
         ax.set_xlabel("N (M x N = 2^27)")
         ax.set_ylim(0, 1.1)
         ax.grid(alpha=0.3)
-    axes[0][0].set_ylabel("bandwidth / copy bandwidth")
-    axes[0][-1].legend(loc="lower left")
+    for ax in axes.flat[len(panels):]:
+        ax.set_visible(False)
+    for ax in axes[:, 0]:
+        ax.set_ylabel("bandwidth / copy bandwidth")
+    axes.flat[0].legend(loc="lower left")
     fig.suptitle(f"{result['gpu']}, {result['date']} (copy {result['copy_gbps']:.0f} GB/s)")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
@@ -213,10 +285,14 @@ def plot(result: dict, path: Path) -> None:
 @click.option("--quick", is_flag=True, help="every other N only")
 @click.option("--impl", "impls", multiple=True, type=click.Choice(IMPLS), default=IMPLS,
               show_default=True, help="implementations to time (repeatable)")
-def main(out: Path, quick: bool, impls):
-    """Benchmark normgen against torch eager and torch.compile."""
+@click.option("--op", "ops", multiple=True, type=click.Choice(list(OPS)), default=list(OPS),
+              show_default=True, help="operations to time (repeatable); small shapes and host "
+                                      "cost come with layernorm")
+def main(out: Path, quick: bool, impls, ops):
+    """Benchmark normgen against torch eager and torch.compile (of the unfused sequence,
+    for the fused operations)."""
     out.mkdir(parents=True, exist_ok=True)
-    result = run(quick, set(impls), lambda s: click.echo(s, err=True))
+    result = run(quick, set(impls), list(ops), lambda s: click.echo(s, err=True))
     (out / "bench.json").write_text(json.dumps(result, indent=1) + "\n")
     (out / "bench.md").write_text(markdown(result))
     plot(result, out / "bench.png")

@@ -13,7 +13,6 @@ from . import codegen
 from .matrix import AXES, Selection, SelectionError, select
 
 
-
 def _axis_option(axis: str):
     flag = "--" + axis.replace("_", "-")
     info = AXES[axis]
@@ -57,7 +56,12 @@ def _selection(include, exclude, save_mv, **axes) -> Selection:
 @click.option("--check", is_flag=True,
               help="write nothing; exit 1 if the output folder differs from what would be written")
 def main(out: Path, list_only: bool, check: bool, include, exclude, save_mv, **axes):
-    """Generate normgen kernel instances (.cu) and their dispatch registry."""
+    """Generate normgen kernel instances (.cu) and their dispatch registry.
+
+    Without flags: the default set, the union of two families -- plain LayerNorm (each
+    axis at its default below), and the common inference fusions (fp16/bf16, add and store
+    0/1, quant none/int8/fp8 dynamic, smooth none/fp32, 16-byte vectors). An axis flag sets
+    that axis in both; --filter makes the axes not given range over all their values."""
     try:
         specs = select(_selection(include, exclude, save_mv, **axes))
     except SelectionError as e:

@@ -7,11 +7,12 @@ import importlib.util
 import math
 import os
 from pathlib import Path
-from typing import Optional
+from dataclasses import replace
+from typing import Any, NamedTuple, Optional
 
 from . import arrays, codegen, runtime, tiles
 from .spec import KernelSpec
-from .types import DType, Norm, Pipeline
+from .types import FLOAT_INPUTS, DType, FusedAdd, Norm, Pipeline, Quant
 
 GENERATED_DIR = Path(os.environ.get("NORMGEN_GENERATED_DIR", codegen.GENERATED))
 
@@ -46,24 +47,23 @@ def registry() -> dict:
 
 
 # ---- instance choice ----------------------------------------------------------------------
-def candidates(norm: Norm, x: DType, w: DType, save_stats: bool, n: int, vec_align: int):
-    """Instances that can serve a call, best first: the smallest one-pass bucket that holds
-    the row (while N is within the one-pass range), widest vector first; then two-pass."""
-    def spec(pipeline, bucket, vec):
-        return KernelSpec(norm=norm, x=x, w=w, out=x, save_stats=save_stats,
-                          pipeline=pipeline, bucket=bucket, vec=vec)
-
+def candidates(call: KernelSpec, n: int, vec_align: int):
+    """Instances that can serve a call (its fusions and precisions as in `call`; pipeline,
+    bucket and vector width free), best first: the smallest one-pass bucket that holds the
+    row (while N is within the one-pass range), widest vector first; then two-pass."""
+    x = call.x
     vecs = [v for v in (8, 4, 2, 1) if v <= vec_align and v <= x.vmax]
     if n <= tiles.ONE_PASS_MAX_N[x]:
         for b in tiles.BUCKETS:
             if b >= n:
-                yield from (spec(Pipeline.ONE_PASS, b, v) for v in vecs if tiles.has_one_pass(x, b, v))
-    yield from (spec(Pipeline.TWO_PASS, None, v) for v in vecs)
+                yield from (replace(call, pipeline=Pipeline.ONE_PASS, bucket=b, vec=v)
+                            for v in vecs if tiles.has_one_pass(x, b, v))
+    yield from (replace(call, pipeline=Pipeline.TWO_PASS, bucket=None, vec=v) for v in vecs)
 
 
-def choose(norm, x, w, save_stats, n, vec_align) -> KernelSpec:
+def choose(call: KernelSpec, n: int, vec_align: int) -> KernelSpec:
     table = registry()
-    options = list(candidates(norm, x, w, save_stats, n, vec_align))
+    options = list(candidates(call, n, vec_align))
     for spec in options:
         if spec.key in table:
             return spec
@@ -76,14 +76,15 @@ def choose(norm, x, w, save_stats, n, vec_align) -> KernelSpec:
 
 
 def _resolve(key) -> runtime.Kernel:
-    device, norm, x, w, save_stats, n, vec_align = key
-    kernel = runtime.load(choose(norm, x, w, save_stats, n, vec_align), GENERATED_DIR, device)
+    device, n, vec_align, *fields = key
+    call = KernelSpec(*fields, pipeline=Pipeline.TWO_PASS, bucket=None, vec=1)
+    kernel = runtime.load(choose(call, n, vec_align), GENERATED_DIR, device)
     _kernels[key] = kernel
     return kernel
 
 
 # ---- argument checks ----------------------------------------------------------------------
-def _rows(xv: arrays.View) -> tuple[int, int, int, int]:
+def _rows(xv: arrays.View, arg: str = "x") -> tuple[int, int, int, int]:
     """(rows, inner, outer stride, inner stride): row r starts at
     (r // inner) * outer + (r % inner) * inner_stride elements."""
     shape, strides = xv.shape, xv.strides
@@ -104,8 +105,8 @@ def _rows(xv: arrays.View) -> tuple[int, int, int, int]:
     if len(merged) == 2:
         return rows, merged[1][0], merged[0][1], merged[1][1]
     raise ValueError(
-        f"x: its leading dimensions (shape {xv.shape}, strides {xv.strides} in elements) "
-        "cannot be addressed as rows with two strides; pass a contiguous copy of x"
+        f"{arg}: its leading dimensions (shape {xv.shape}, strides {xv.strides} in elements) "
+        f"cannot be addressed as rows with two strides; pass a contiguous copy of {arg}"
     )
 
 
@@ -157,43 +158,171 @@ def _vec_align(xv: arrays.View, x_bits: int, weights) -> int:
     return v
 
 
-# ---- the calls ----------------------------------------------------------------------------
-def layernorm(x, gamma, beta=None, *, eps: float = 1e-5, return_mean_rstd: bool = False):
-    """LayerNorm over the last dimension: y = (x - mean) / sqrt(var + eps) * gamma + beta.
+def _residual(rv: arrays.View, xv: arrays.View, inner: int) -> tuple[int, int]:
+    """The residual's (outer, inner) row strides, addressed with x's `inner`."""
+    if rv.device != xv.device:
+        raise ValueError(f"residual is on device {rv.device} but x is on device {xv.device}")
+    if rv.dtype != xv.dtype:
+        raise TypeError(f"residual must have x's dtype ({xv.obj.dtype}), not {rv.obj.dtype}")
+    if rv.shape != xv.shape:
+        raise ValueError(f"residual must have x's shape {xv.shape}, not {rv.shape}")
+    n = xv.shape[-1]
+    if n > 1 and rv.strides[-1] != 1 and math.prod(rv.shape):
+        raise ValueError(f"residual: the last dimension must be contiguous (stride 1), not "
+                         f"stride {rv.strides[-1]}; pass a contiguous copy of residual")
+    _, r_inner, so, si = _rows(rv, "residual")
+    if so and r_inner != inner:  # two strides, grouped unlike x's rows
+        raise ValueError(f"residual: its rows (strides {rv.strides}) cannot be addressed like "
+                         f"x's (strides {xv.strides}); pass a contiguous copy of residual")
+    return so, si
 
-    x: (..., N) CUDA array, float32/float16/bfloat16; rows may be strided, the last
-    dimension must be contiguous. gamma, beta: (N,), x's dtype or float32 (beta may be None).
-    Returns y (same kind, shape and dtype as x), or (y, mean, rstd) with
-    return_mean_rstd=True (float32, shape x.shape[:-1]). Population variance; statistics
-    are accumulated in float32.
+
+_QUANT = {"int8": DType.INT8, "fp8_e4m3": DType.FP8}
+_SCALE_DTYPES = {"float32": DType.FP32, "fp32": DType.FP32, "float16": DType.FP16,
+                 "fp16": DType.FP16, "half": DType.FP16, "bfloat16": DType.BF16,
+                 "bf16": DType.BF16}
+
+
+def _scale_dtype(dtype) -> DType:
+    """scale_dtype as a DType: a name ('float32', 'bf16', ...), a NumPy or a torch dtype."""
+    name = dtype if isinstance(dtype, str) else str(dtype).replace("torch.", "")
+    if name in _SCALE_DTYPES:
+        return _SCALE_DTYPES[name]
+    raise ValueError(f"scale_dtype must be float32, float16 or bfloat16, not {dtype!r}")
+
+
+def _quant_scale(qv: arrays.View, xv: arrays.View) -> None:
+    if qv.device != xv.device:
+        raise ValueError(f"quant_scale is on device {qv.device} but x is on device {xv.device}")
+    if qv.dtype != DType.FP32 or math.prod(qv.shape) != 1:
+        raise ValueError(f"quant_scale must be a float32 device array holding one value "
+                         f"(shape () or (1,)), not dtype {qv.obj.dtype} shape {qv.shape}")
+
+
+# ---- the calls ----------------------------------------------------------------------------
+class NormOutput(NamedTuple):
+    """What a call returns when more than y is asked for; None for what was not."""
+
+    y: Any
+    residual: Any = None  # x (+ x_bias) + residual, as normalized (store_residual=True)
+    scale: Any = None  # per-row dequantization scale (dynamic quant)
+    mean: Any = None  # float32 per row (return_mean_rstd=True)
+    rstd: Any = None  # float32 per row
+
+
+def layernorm(x, gamma, beta=None, *, eps: float = 1e-5, residual=None,
+              store_residual: bool = True, x_bias=None, quant: Optional[str] = None,
+              smooth_scale=None, quant_scale=None, scale_dtype=None,
+              return_mean_rstd: bool = False):
+    """LayerNorm over the last dimension, with an optional fused prologue and epilogue:
+
+        h = x (+ x_bias) (+ residual)       summed in float32, rounded once to x's dtype
+        y = (h - mean) / sqrt(var + eps) * gamma (+ beta)   (population variance)
+        y = y * smooth_scale                if given
+        y = quantize(y)                     if quant is given
+
+    x: (..., N) CUDA array, float32/float16/bfloat16 (CuPy, torch, or any CUDA Array
+    Interface / DLPack object); rows may be strided, the last dimension must be contiguous.
+    gamma, beta: (N,), x's dtype or float32 (beta may be None). residual: x's shape and
+    dtype; x_bias: (N,), x's dtype. Statistics are accumulated in float32.
+
+    quant: None, "int8" or "fp8_e4m3". With quant_scale (a one-element float32 device
+    array) the codes are y / quant_scale (static); without it, each row gets the scale
+    absmax(y) / qmax (qmax 127 or 448), returned in scale_dtype (float32 by default, or
+    float16/bfloat16). int8 codes round half to even and saturate; fp8 codes saturate to
+    +-448 and are returned as torch.float8_e4m3fn for torch inputs, as uint8 arrays of the
+    e4m3 bits for CuPy inputs. smooth_scale: (N,) float32/float16/bfloat16, multiplies y
+    before quantization (requires quant).
+
+    Returns y (x's kind and shape; x's dtype unless quantized) when only y is asked for,
+    else NormOutput(y, residual, scale, mean, rstd) with None for what was not asked:
+    residual (h) with a residual and store_residual=True, scale with dynamic quant, mean
+    and rstd (float32, x.shape[:-1]) with return_mean_rstd=True.
     """
+    return _norm(Norm.LAYERNORM, x, gamma, beta, eps, residual, store_residual, x_bias,
+                 quant, smooth_scale, quant_scale, scale_dtype, 0.0, return_mean_rstd)
+
+
+def _norm(norm, x, gamma, beta, eps, residual, store_residual, x_bias, quant, smooth_scale,
+          quant_scale, scale_dtype, weight_offset, return_stats):
     xv = arrays.view(x, "x")
     n = _check_x(xv)
-    gv = arrays.view(gamma, "gamma")
-    _vector(gv, "gamma", n, xv, (xv.dtype, DType.FP32))
-    weights = (gv,)
+    aligned = []  # inputs whose alignment bounds the vector width
+    gptr = bptr = rptr = xbptr = smptr = qptr = 0
+    wdt = xv.dtype
+    if gamma is not None:
+        gv = arrays.view(gamma, "gamma")
+        _vector(gv, "gamma", n, xv, (xv.dtype, DType.FP32))
+        gptr, wdt = gv.ptr, gv.dtype
+        aligned.append(gv)
     if beta is not None:
         bv = arrays.view(beta, "beta")
-        _vector(bv, "beta", n, xv, (gv.dtype,))
-        weights = (gv, bv)
+        _vector(bv, "beta", n, xv, (wdt,))
+        bptr = bv.ptr
+        aligned.append(bv)
     e = _eps(eps)
     rows, inner, so, si = _rows(xv)
+    bits = n | so | si
 
-    y = arrays.empty(xv, xv.shape, xv.dtype)
-    mean = rstd = None
-    if return_mean_rstd:
-        mean = arrays.empty(xv, xv.shape[:-1], DType.FP32)
-        rstd = arrays.empty(xv, xv.shape[:-1], DType.FP32)
+    fused_add, r_so, r_si = FusedAdd.NONE, 0, 0
+    if residual is not None:
+        rv = arrays.view(residual, "residual")
+        r_so, r_si = _residual(rv, xv, inner)
+        fused_add = FusedAdd.STORE if store_residual else FusedAdd.NO_STORE
+        rptr, bits = rv.ptr, bits | r_so | r_si
+        aligned.append(rv)
+    if x_bias is not None:
+        xbv = arrays.view(x_bias, "x_bias")
+        _vector(xbv, "x_bias", n, xv, (xv.dtype,))
+        xbptr = xbv.ptr
+        aligned.append(xbv)
+
+    out, mode, smooth, sdt = xv.dtype, Quant.NONE, None, None
+    if quant is not None:
+        if quant not in _QUANT:
+            raise ValueError(f"quant must be None, 'int8' or 'fp8_e4m3', not {quant!r}")
+        out = _QUANT[quant]
+        if quant_scale is None:
+            mode, sdt = Quant.DYNAMIC, _scale_dtype(scale_dtype or "float32")
+        else:
+            mode = Quant.STATIC
+            qv = arrays.view(quant_scale, "quant_scale")
+            _quant_scale(qv, xv)
+            qptr = qv.ptr
+            if scale_dtype is not None:
+                raise ValueError("scale_dtype is the dtype of the per-row scales of dynamic "
+                                 "quant; with quant_scale (static quant) there are none: "
+                                 "drop scale_dtype")
+        if smooth_scale is not None:
+            smv = arrays.view(smooth_scale, "smooth_scale")
+            _vector(smv, "smooth_scale", n, xv, FLOAT_INPUTS)
+            smooth, smptr = smv.dtype, smv.ptr
+            aligned.append(smv)
+    else:
+        for arg, value in (("smooth_scale", smooth_scale), ("quant_scale", quant_scale),
+                           ("scale_dtype", scale_dtype)):
+            if value is not None:
+                raise ValueError(f"{arg} applies to quantized output: pass quant='int8' or "
+                                 f"quant='fp8_e4m3', or drop {arg}")
+
+    lead = xv.shape[:-1]
+    y = arrays.empty(xv, xv.shape, out)
+    res_out = arrays.empty(xv, xv.shape, xv.dtype) if fused_add == FusedAdd.STORE else None
+    scale = arrays.empty(xv, lead, sdt) if mode == Quant.DYNAMIC else None
+    mean = arrays.empty(xv, lead, DType.FP32) if return_stats and norm == Norm.LAYERNORM else None
+    rstd = arrays.empty(xv, lead, DType.FP32) if return_stats else None
     if rows:
-        vec = _vec_align(xv, n | so | si, weights)
-        key = (xv.device, Norm.LAYERNORM, xv.dtype, gv.dtype, return_mean_rstd, n, vec)
+        vec = _vec_align(xv, bits, aligned)
+        key = (xv.device, n, vec, norm, xv.dtype, wdt, out, fused_add, xbptr != 0, mode,
+               smooth, sdt, return_stats)
         kernel = _kernels.get(key) or _resolve(key)
+        ptr = arrays.data_ptr
         values = (
-            xv.ptr, 0, 0, gv.ptr, weights[1].ptr if beta is not None else 0, 0, 0,
-            arrays.data_ptr(y), 0, 0,
-            arrays.data_ptr(mean) if return_mean_rstd else 0,
-            arrays.data_ptr(rstd) if return_mean_rstd else 0,
-            rows, inner, so, si, 0, 0, n, e, 0.0, 0,
+            xv.ptr, rptr, xbptr, gptr, bptr, smptr, qptr,
+            ptr(y), ptr(res_out) if res_out is not None else 0,
+            ptr(scale) if scale is not None else 0,
+            ptr(mean) if mean is not None else 0, ptr(rstd) if rstd is not None else 0,
+            rows, inner, so, si, r_so, r_si, n, e, weight_offset, 0,
         )
         stream = arrays.stream_of(xv)
         if xv.device == arrays.current_device():
@@ -201,4 +330,6 @@ def layernorm(x, gamma, beta=None, *, eps: float = 1e-5, return_mean_rstd: bool 
         else:
             with arrays.on_device(xv.device):
                 kernel.launch(stream, rows, *values)
-    return (y, mean, rstd) if return_mean_rstd else y
+    if res_out is None and scale is None and rstd is None:
+        return y
+    return NormOutput(y, res_out, scale, mean, rstd)

@@ -44,6 +44,18 @@ AXES: dict[str, Axis] = {
 }
 
 
+# The default set is the union of these families: each names values for some axes; the
+# axes it leaves out take their default values above.
+DEFAULT_FAMILIES: tuple[Mapping[str, tuple[str, ...]], ...] = (
+    {},  # plain LayerNorm: every precision and weight precision, with and without stats
+    {  # the common inference fusions: add (and store) + norm (+ smooth) + dynamic quant
+        "prec": ("fp16", "bf16"), "wprec": ("same",), "fused_add": ("0", "1"),
+        "quant": ("none", "int8", "fp8"), "quant_mode": ("dynamic",), "smooth": ("none", "fp32"),
+        "save_mv": ("0",), "vec": ("max",),
+    },
+)
+
+
 @dataclass(frozen=True)
 class Selection:
     """What to select: per-axis values (an axis left out takes its default values, or every
@@ -53,10 +65,13 @@ class Selection:
     include: tuple[str, ...] = ()
     exclude: tuple[str, ...] = ()
 
-    def values(self, axis: str) -> tuple[str, ...]:
-        if axis in self.axes:
-            return self.axes[axis]
-        return AXES[axis].values if self.include else AXES[axis].default
+    def families(self) -> list[dict[str, tuple[str, ...]]]:
+        """The axis values to enumerate, as a union of products: the named axes' values in
+        every default family (or, with include globs, every value of the other axes)."""
+        if self.include:
+            return [{a: self.axes.get(a, AXES[a].values) for a in AXES}]
+        return [{a: self.axes.get(a, fam.get(a, AXES[a].default)) for a in AXES}
+                for fam in DEFAULT_FAMILIES]
 
 
 class SelectionError(ValueError):
@@ -72,8 +87,13 @@ def check_values(axis: str, values: tuple[str, ...]) -> tuple[str, ...]:
 
 
 def _enumerate(sel: Selection) -> Iterator[KernelSpec]:
-    v = sel.values
-    quant_variants = _quant_variants(sel)
+    for family in sel.families():
+        yield from _product(family)
+
+
+def _product(values: Mapping[str, tuple[str, ...]]) -> Iterator[KernelSpec]:
+    v = values.__getitem__
+    quant_variants = _quant_variants(v)
     for norm, x, wp, add, xb, mv in itertools.product(
         v("norm"), v("prec"), v("wprec"), v("fused_add"), v("x_bias"), v("save_mv")
     ):
@@ -93,8 +113,7 @@ def _enumerate(sel: Selection) -> Iterator[KernelSpec]:
             )
 
 
-def _quant_variants(sel: Selection) -> list[tuple[Quant, Optional[DType], Optional[DType], Optional[DType]]]:
-    v = sel.values
+def _quant_variants(v) -> list[tuple[Quant, Optional[DType], Optional[DType], Optional[DType]]]:
     out = []
     for q in v("quant"):
         if q == "none":

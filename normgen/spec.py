@@ -104,10 +104,6 @@ def invalid_reason(spec: KernelSpec) -> Optional[str]:
         return "a two-pass instance serves every N and has no bucket"
     if s.norm != Norm.LAYERNORM:
         return "rmsnorm is not implemented yet"
-    if s.fused_add != FusedAdd.NONE or s.x_bias:
-        return "fused residual add and x-bias are not implemented yet"
-    if s.quant != Quant.NONE:
-        return "fused quantization is not implemented yet"
     return None
 
 

@@ -42,7 +42,7 @@ _CPP = {
     DType.FP32: "float",
     DType.FP16: "__half",
     DType.BF16: "__nv_bfloat16",
-    DType.INT8: "int8_t",
+    DType.INT8: "signed char",
     DType.FP8: "__nv_fp8_e4m3",
 }
 _NUMPY = {

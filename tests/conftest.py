@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import os
 import shlex
+from pathlib import Path
 
 import pytest
 
@@ -31,6 +32,14 @@ def _selected(flags: str):
 
 def selected_specs(config):
     return _selected(config.getoption("--select"))
+
+
+def source_dir():
+    """The generated folder under test: NORMGEN_GENERATED_DIR (as the dispatcher reads it,
+    e.g. a `generate.py --out DIR` selection outside the default set), else generated/."""
+    from normgen.codegen import GENERATED
+
+    return Path(os.environ.get("NORMGEN_GENERATED_DIR", GENERATED))
 
 
 @pytest.fixture(scope="session")

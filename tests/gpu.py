@@ -2,13 +2,15 @@
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import Optional
 
 import numpy as np
 import pytest
 
 from normgen import reference
-from normgen.types import DType
+from normgen.spec import KernelSpec
+from normgen.types import DType, FusedAdd, Norm, Pipeline, Quant
 
 
 @functools.cache
@@ -55,33 +57,129 @@ class Case:
     w: DType
     n: int
     m: int
-    kind: str  # "normal": N(0,1) rows; "offset": 1000 + N(0,1) rows
+    kind: str  # see make_inputs
     pad: int  # extra elements between rows (0: contiguous)
     seed: int
+    call: Optional[KernelSpec] = None  # what is fused (semantics only); None: plain LayerNorm
 
 
-def make_inputs(case: Case):
-    """Device inputs (x possibly a strided view), plus their exact host copies."""
+KINDS = ("normal", "offset")  # every instance, every shape
+SPECIAL_KINDS = ("zero", "huge", "ties")  # fused instances, a few rows
+
+
+def semantics(spec: KernelSpec) -> KernelSpec:
+    """The spec with what does not change results (pipeline, bucket, vector width) fixed:
+    instances with the same semantics share test data and references."""
+    return replace(spec, pipeline=Pipeline.TWO_PASS, bucket=None, vec=1)
+
+
+def call_args(spec: Optional[KernelSpec], inputs: dict) -> tuple[tuple, dict]:
+    """The positional and keyword arguments of the normgen (and reference) call an instance
+    serves, from a dict of inputs by name (device or host arrays)."""
+    kw: dict = {"eps": 1e-5}
+    if spec is None:
+        return (inputs["x"], inputs["gamma"], inputs["beta"]), {**kw, "return_mean_rstd": True}
+    if spec.fused_add != FusedAdd.NONE:
+        kw["residual"] = inputs["residual"]
+        kw["store_residual"] = spec.fused_add == FusedAdd.STORE
+    if spec.x_bias:
+        kw["x_bias"] = inputs["x_bias"]
+    if spec.quant != Quant.NONE:
+        kw["quant"] = QUANT_NAME[spec.out]
+        if spec.quant == Quant.STATIC:
+            kw["quant_scale"] = inputs["quant_scale"][spec.out]
+        else:
+            kw["scale_dtype"] = spec.scale.value
+        if spec.smooth is not None:
+            kw["smooth_scale"] = inputs["smooth_scale"][spec.smooth]
+    if spec.save_stats:
+        kw["return_mean_rstd"] = True
+    return (inputs["x"], inputs["gamma"], inputs["beta"]), kw
+
+
+QUANT_NAME = {DType.INT8: "int8", DType.FP8: "fp8_e4m3"}
+
+
+def make_inputs(case: Case) -> dict:
+    """Device inputs by name (x possibly a strided view of wider rows). Kinds: "normal"
+    N(0,1) rows; "offset" 1000 + N(0,1); "zero" every other row all zero, with zero beta
+    and x-bias (y == 0 there); "huge" one element per row 2e4; "ties" a residual of half an
+    ulp of x in a third of the elements, so that h lands on rounding midpoints."""
     import cupy
 
     rng = cupy.random.default_rng(case.seed)
-    full = rng.standard_normal((case.m, case.n + case.pad), dtype=cupy.float32)
+    shape = (case.m, case.n + case.pad)
+    full = rng.standard_normal(shape, dtype=cupy.float32)
     if case.kind == "offset":
         full += 1000
-    x = full.astype(case.x.numpy)[:, : case.n]
+    res = rng.standard_normal(shape, dtype=cupy.float32)
+    if case.kind == "huge":
+        full[cupy.arange(case.m), rng.integers(0, case.n, case.m)] = 2e4
+    x = full.astype(case.x.numpy)
+    r = res.astype(case.x.numpy)
+    if case.kind == "ties":
+        # half an ulp of x (a power of two, exact in x's precision), signed, in 1/3 of places
+        xf = x.astype(cupy.float32)
+        _, e = cupy.frexp(xf)
+        half_ulp = cupy.ldexp(cupy.ones_like(xf), e - 1 - MANTISSA[case.x] - 1)
+        pick = rng.integers(0, 3, shape) == 0
+        sign = cupy.where(rng.integers(0, 2, shape) == 0, -1.0, 1.0).astype(cupy.float32)
+        r = cupy.where(pick, sign * half_ulp, r.astype(cupy.float32)).astype(case.x.numpy)
     g = (1 + 0.5 * rng.standard_normal(case.n, dtype=cupy.float32)).astype(case.w.numpy)
     b = rng.standard_normal(case.n, dtype=cupy.float32).astype(case.w.numpy)
-    return (x, g, b), (cupy.asnumpy(x), cupy.asnumpy(g), cupy.asnumpy(b))
+    xb = (0.5 * rng.standard_normal(case.n, dtype=cupy.float32)).astype(case.x.numpy)
+    if case.kind == "zero":
+        x[::2] = 0
+        r[::2] = 0
+        b[:] = 0
+        xb[:] = 0
+    sm = 0.5 + rng.random(case.n, dtype=cupy.float32)
+    return {
+        "x": x[:, : case.n], "gamma": g, "beta": b, "residual": r[:, : case.n], "x_bias": xb,
+        "smooth_scale": {dt: sm.astype(dt.numpy) for dt in (DType.FP32, DType.FP16, DType.BF16)},
+        # static scales that let a few values saturate
+        "quant_scale": {DType.INT8: cupy.asarray([3.0 / 127], cupy.float32),
+                        DType.FP8: cupy.asarray([3.0 / 448], cupy.float32)},
+    }
 
 
-@functools.lru_cache(maxsize=48)  # instances that share x/w precision share inputs
-def expected(case: Case):
-    """(device inputs, reference y on the device, reference mean and rstd on the host)."""
+MANTISSA = {DType.FP32: 23, DType.FP16: 10, DType.BF16: 7}
+
+
+def _host(v):
     import cupy
 
-    dev, host = make_inputs(case)
-    y, mean, rstd = reference.layernorm(*host, 1e-5, return_mean_rstd=True)
-    return dev, cupy.asarray(y), mean, rstd
+    if isinstance(v, dict):
+        return {k: _host(a) for k, a in v.items()}
+    return cupy.asnumpy(v)
+
+
+@dataclass
+class Expected:
+    inputs: dict  # device arrays by name
+    ref: reference.NormOutput  # host arrays
+    y64: Optional[np.ndarray]  # the float64 values before quantization (quant only)
+
+    @property
+    def xgb(self):
+        return self.inputs["x"], self.inputs["gamma"], self.inputs["beta"]
+
+
+@functools.lru_cache(maxsize=48)  # instances that share precisions and fusions share them
+def expected(case: Case) -> Expected:
+    dev = make_inputs(case)
+    host = _host(dev)
+    args, kw = call_args(case.call, host)
+    ref = reference.layernorm(*args, **kw)
+    if not isinstance(ref, reference.NormOutput):
+        ref = reference.NormOutput(ref)
+    y64 = None
+    if case.call is not None and case.call.quant != Quant.NONE:
+        h = reference.fused_input(host["x"], kw.get("residual"), kw.get("x_bias"))
+        y64 = reference.normalized(Norm.LAYERNORM, h, *args[1:], 1e-5)
+        if "smooth_scale" in kw:
+            y64 = y64 * kw["smooth_scale"].astype(np.float64)
+    return Expected(dev, ref, y64)
 
 
 def _ordered(a, bits: int):
@@ -121,3 +219,78 @@ def assert_stats(mean, rstd, ref_mean, ref_rstd, what: str):
 
     np.testing.assert_allclose(cupy.asnumpy(mean), ref_mean, rtol=1e-5, atol=1e-6, err_msg=what)
     np.testing.assert_allclose(cupy.asnumpy(rstd), ref_rstd, rtol=1e-5, err_msg=what)
+
+
+def assert_bits_equal(a, ref, what: str):
+    """Bit-identical (NaN, e.g. an unwritten element, never equals)."""
+    import cupy
+
+    ref = cupy.asarray(ref)
+    assert a.shape == ref.shape, what
+    bits = {1: cupy.uint8, 2: cupy.uint16, 4: cupy.uint32}[a.dtype.itemsize]
+    same = a.view(bits) == ref.view(bits)
+    assert bool(same.all()), f"{what}: {int((~same).sum())} of {a.size} elements differ"
+
+
+def _code_index(codes: np.ndarray, out: DType) -> np.ndarray:
+    """Quantized codes as integers that are consecutive for consecutive code values."""
+    if out == DType.INT8:
+        return codes.astype(np.int64)
+    i = codes.view(np.uint8).astype(np.int64)
+    return np.where(i & 0x80, -(i & 0x7F), i)
+
+
+def _near_midpoint(v: np.ndarray, out: DType, within: float = 1e-3) -> np.ndarray:
+    """Where v lies within `within` (in units of y / scale, as the int8 rule counts) of a
+    rounding midpoint between two codes. For fp8 the codes' spacing varies; near zero it is
+    far below 1, so the rule is absolute, as for int8: y's own error there is absolute (y
+    near zero comes from cancellation of terms of the row's magnitude)."""
+    if out == DType.INT8:
+        mid = np.floor(v) + 0.5
+    else:  # e4m3: 3 mantissa bits, smallest normal exponent -6
+        _, e = np.frexp(v)
+        quantum = np.ldexp(1.0, np.maximum(e - 1, -6) - 3)
+        mid = (np.floor(v / quantum) + 0.5) * quantum
+    return np.abs(v - mid) <= within
+
+
+def assert_codes(q, v: np.ndarray, out: DType, what: str):
+    """Quantized codes q (device) against the exact values v = y / scale (host float64):
+    equal to v rounded (half to even, saturating), except within 1e-3 of a midpoint
+    between two codes, where they may be either neighbour."""
+    import cupy
+
+    qmax = reference.QMAX[QUANT_NAME[out]]
+    want = reference.quantize_values(v, QUANT_NAME[out])
+    got = cupy.asnumpy(q).view(out.numpy) if out == DType.FP8 else cupy.asnumpy(q)
+    assert got.shape == want.shape, what
+    if out == DType.FP8:
+        assert not np.isnan(got.astype(np.float32)).any(), f"{what}: NaN codes (unwritten?)"
+    diff = np.abs(_code_index(got, out) - _code_index(want, out))
+    # int8 values saturate at -128 and 127, so -127.5 is a midpoint; fp8 ones at +-448
+    loose = _near_midpoint(v if out == DType.INT8 else np.clip(v, -qmax, qmax), out)
+    bad = (diff > 1) | ((diff == 1) & ~loose)
+    assert not bad.any(), (
+        f"{what}: {int(bad.sum())} of {v.size} codes differ, e.g. got {got[bad][:4]} want "
+        f"{want[bad][:4]} for y/scale = {v[bad][:4]}")
+
+
+def assert_scales(s, ref: np.ndarray, what: str):
+    """Per-row scales against the reference's: float32 scales within 2**-20 relative (8
+    ulp), 16-bit ones within 1 ulp of their precision. A scale is absmax(y) / qmax of the
+    kernel's float32 y, and y carries the error of float32 statistics and of the
+    normalize chain (a few ulp: rstd from float32 sums, then three roundings); rounded to
+    16 bits, that error flips at most one rounding."""
+    import cupy
+
+    got = cupy.asnumpy(s)
+    assert got.shape == ref.shape and got.dtype == ref.dtype, what
+    g64, r64 = got.astype(np.float64), ref.astype(np.float64)
+    assert np.isfinite(g64).all() and (g64 > 0).all(), f"{what}: scales must be finite and positive"
+    if got.dtype == np.float32:
+        worst = float((np.abs(g64 - r64) / r64).max()) if got.size else 0.0
+        assert worst <= 2**-20, f"{what}: scales {worst:.3g} relative from the reference's"
+        return
+    uint = np.uint16  # positive 16-bit floats: bit patterns count ulps
+    worst = int(np.abs(got.view(uint).astype(np.int64) - ref.view(uint).astype(np.int64)).max()) if got.size else 0
+    assert worst <= 1, f"{what}: scales {worst} ulp from the reference's"

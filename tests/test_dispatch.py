@@ -4,7 +4,8 @@ import pytest
 
 from normgen import dispatch, tiles
 from normgen.arrays import View, view
-from normgen.types import DType, Norm, Pipeline
+from normgen.spec import KernelSpec
+from normgen.types import DType, FusedAdd, Norm, Pipeline, Quant
 
 
 def _view(shape, strides, dtype=DType.FP16, ptr=1 << 20):
@@ -29,15 +30,21 @@ def test_three_strides_are_refused_with_the_fix():
         dispatch._rows(_view((2, 3, 4, 64), (5000, 1000, 100, 1)))
 
 
+def _call(x=DType.BF16, w=None, save_stats=False, **fusions) -> KernelSpec:
+    """A call's spec; dispatch fills in pipeline, bucket and vector width."""
+    return KernelSpec(Norm.LAYERNORM, x, w or x, fusions.pop("out", x), save_stats=save_stats,
+                      pipeline=Pipeline.TWO_PASS, **fusions)
+
+
 def test_candidates_prefer_smallest_bucket_then_widest_vector_then_two_pass():
-    c = list(dispatch.candidates(Norm.LAYERNORM, DType.BF16, DType.BF16, False, 1000, 8))
+    c = list(dispatch.candidates(_call(), 1000, 8))
     assert (c[0].pipeline, c[0].bucket, c[0].vec) == (Pipeline.ONE_PASS, 1024, 8)
     assert [s.vec for s in c[:4]] == [8, 4, 2, 1]
     assert c[-1].pipeline == Pipeline.TWO_PASS and c[-1].vec == 1
-    mid = list(dispatch.candidates(Norm.LAYERNORM, DType.FP32, DType.FP32, True, 8193, 4))
+    mid = list(dispatch.candidates(_call(DType.FP32, save_stats=True), 8193, 4))
     assert (mid[0].pipeline, mid[0].bucket, mid[0].vec) == (Pipeline.ONE_PASS, 16384, 4)
     n = tiles.ONE_PASS_MAX_N[DType.FP32] + 4  # past the one-pass range: two-pass only
-    big = list(dispatch.candidates(Norm.LAYERNORM, DType.FP32, DType.FP32, True, n, 4))
+    big = list(dispatch.candidates(_call(DType.FP32, save_stats=True), n, 4))
     assert all(s.pipeline == Pipeline.TWO_PASS for s in big)
     assert [s.vec for s in big] == [4, 2, 1]
 
@@ -67,17 +74,25 @@ def test_choice_and_missing_instance_message(tmp_path):
 
     try:
         dispatch.use_generated(GENERATED)
-        chosen = dispatch.choose(Norm.LAYERNORM, DType.BF16, DType.BF16, True, 1000, 8)
+        chosen = dispatch.choose(_call(save_stats=True), 1000, 8)
         assert chosen.name == "layernorm_fwd_bf16_nb1024_1p_v8_mv"
         # N % 8 == 4: v4 is not in the default set, the scalar instance serves
-        assert dispatch.choose(Norm.LAYERNORM, DType.BF16, DType.BF16, False, 1004, 4).vec == 1
+        assert dispatch.choose(_call(), 1004, 4).vec == 1
+        add_quant = _call(fused_add=FusedAdd.STORE, quant=Quant.DYNAMIC, out=DType.INT8,
+                          smooth=DType.FP32, scale=DType.FP32)
+        assert dispatch.choose(add_quant, 5000, 8).name == \
+            "layernorm_fwd_bf16_add1_smfp32_dqint8_syfp32_nb8192_1p_v8"
+        with pytest.raises(dispatch.MissingInstanceError) as info:  # fusions at v1: one filter away
+            dispatch.choose(add_quant, 5001, 1)
+        assert str(info.value).endswith(
+            "python generate.py --filter 'layernorm_fwd_bf16_add1_smfp32_dqint8_syfp32_nb8192_1p_v1'")
         with pytest.raises(dispatch.MissingInstanceError) as info:
             dispatch.use_generated(GENERATED, registry={})
-            dispatch.choose(Norm.LAYERNORM, DType.FP16, DType.FP16, False, 100, 4)
+            dispatch.choose(_call(DType.FP16), 100, 4)
         assert str(info.value).endswith("python generate.py --filter 'layernorm_fwd_fp16_nb128_1p_v4'")
         with pytest.raises(dispatch.MissingInstanceError) as info:
             dispatch.use_generated(tmp_path, registry={})
-            dispatch.choose(Norm.LAYERNORM, DType.FP16, DType.FP16, False, 100, 4)
+            dispatch.choose(_call(DType.FP16), 100, 4)
         assert str(info.value).endswith(f"--out {tmp_path}")
     finally:
         dispatch.use_generated(GENERATED)

@@ -10,6 +10,7 @@ from normgen import codegen
 from normgen.cli import main
 from normgen.matrix import AXES, select
 from normgen.spec import parse_name
+from normgen.types import DType
 
 
 def run(*args):
@@ -32,32 +33,50 @@ def test_default_set_is_listed_and_is_the_common_set():
     assert {s.save_stats for s in specs} == {True, False}
     assert {s.w == s.x for s in specs} == {True, False}
     assert {s.bucket for s in specs if s.bucket} == {int(b) for b in AXES["bucket"].values}
+    # the inference fusions, for fp16/bf16 at 16-byte vectors, every bucket and two-pass
+    fused = [s for s in specs if s.fused_add or s.quant.value != "none"]
+    assert {(s.fused_add, s.quant.value, s.out.value, s.smooth) for s in fused if s.x.value == "bf16"
+            and s.pipeline.value == "2p"} == {
+        (add, q, out, sm) for add in (0, 1) for q, out in (("none", "bf16"), ("dq", "int8"), ("dq", "fp8"))
+        for sm in (None, DType.FP32) if (add, q) != (0, "none") and not (q == "none" and sm)}
+    assert {s.x.value for s in fused} == {"fp16", "bf16"} and {s.vec for s in fused} == {8}
+    assert len({s.bucket for s in fused}) == len(AXES["bucket"].values) + 1  # + None: two-pass
 
 
-@pytest.mark.parametrize("flag, value, check", [
-    ("--prec", "bf16,fp16", lambda s: s.x.value in ("bf16", "fp16")),
-    ("--wprec", "fp32", lambda s: s.w.value == "fp32"),
-    ("--wprec", "same", lambda s: s.w == s.x),
-    ("--pipeline", "1p", lambda s: s.pipeline.value == "1p"),
-    ("--bucket", "64,8192", lambda s: s.bucket in (64, 8192) or s.pipeline.value == "2p"),
-    ("--vec", "1", lambda s: s.vec == 1),
-    ("--vec", "max", lambda s: s.vec == s.x.vmax),
-    ("--norm", "layernorm", lambda s: s.norm.value == "layernorm"),
-    ("--fused-add", "0", lambda s: s.fused_add == 0),
-    ("--x-bias", "0", lambda s: not s.x_bias),
-    ("--quant", "none", lambda s: s.quant.value == "none"),
+@pytest.mark.parametrize("flag, value, check, within_default", [
+    ("--prec", "bf16,fp16", lambda s: s.x.value in ("bf16", "fp16"), True),
+    ("--wprec", "fp32", lambda s: s.w.value == "fp32", False),  # the fusions with fp32 weights too
+    ("--wprec", "same", lambda s: s.w == s.x, True),
+    ("--pipeline", "1p", lambda s: s.pipeline.value == "1p", True),
+    ("--bucket", "64,8192", lambda s: s.bucket in (64, 8192) or s.pipeline.value == "2p", True),
+    ("--vec", "1", lambda s: s.vec == 1, False),  # the fusions at scalar access too
+    ("--vec", "max", lambda s: s.vec == s.x.vmax, True),
+    ("--norm", "layernorm", lambda s: s.norm.value == "layernorm", True),
+    ("--fused-add", "0", lambda s: s.fused_add == 0, True),
+    ("--fused-add", "1", lambda s: s.fused_add == 1, False),
+    ("--fused-add", "2", lambda s: s.fused_add == 2, False),
+    ("--x-bias", "0", lambda s: not s.x_bias, True),
+    ("--x-bias", "1", lambda s: s.x_bias, False),
+    ("--quant", "none", lambda s: s.quant.value == "none", True),
+    ("--quant", "int8", lambda s: s.out.value == "int8", False),
+    ("--quant", "fp8", lambda s: s.out.value == "fp8", False),
+    ("--quant-mode", "static", lambda s: s.quant.value in ("none", "sq"), False),
+    ("--smooth", "bf16", lambda s: s.smooth in (None, DType.BF16), False),
+    ("--scale-prec", "fp16", lambda s: s.scale in (None, DType.FP16), False),
 ])
-def test_axis_filters(flag, value, check):
+def test_axis_filters(flag, value, check, within_default):
     chosen = names(flag, value)
     assert chosen and all(check(parse_name(n)) for n in chosen)
-    assert set(chosen) < set(names()) or value in ("layernorm", "0", "none")
+    assert (set(chosen) <= set(names())) == within_default
 
 
 def test_save_mv_flags():
     with_mv, without = names("--save-mv"), names("--no-save-mv")
     assert with_mv and all(n.endswith("_mv") for n in with_mv)
     assert without and not any(n.endswith("_mv") for n in without)
-    assert sorted(with_mv + without) == names()
+    # --save-mv sets the axis in every family (the fusions with stats too)
+    assert set(names()) < set(with_mv + without)
+    assert {n for n in names() if n.endswith("_mv")} < set(with_mv)
 
 
 def test_filter_and_exclude_globs():

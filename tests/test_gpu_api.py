@@ -10,7 +10,7 @@ from normgen import dispatch, reference
 from normgen.codegen import GENERATED
 from normgen.types import DType
 
-from .gpu import Case, assert_close, expected, poisoned_allocations, requires_gpu
+from .gpu import Case, assert_bits_equal, assert_close, expected, poisoned_allocations, requires_gpu
 
 pytestmark = requires_gpu
 
@@ -40,7 +40,7 @@ def test_torch_in_torch_out_on_torch_stream(dtype, seed):
     b = torch.randn(1000, device="cuda", dtype=tdt, generator=gen)
     stream = torch.cuda.Stream()
     with torch.cuda.stream(stream):
-        y, mean, rstd = normgen.layernorm(x, g, b, eps=1e-5, return_mean_rstd=True)
+        y, _, _, mean, rstd = normgen.layernorm(x, g, b, eps=1e-5, return_mean_rstd=True)
     stream.synchronize()
     assert isinstance(y, torch.Tensor) and y.dtype == tdt and y.shape == x.shape
     assert y.device == x.device and mean.shape == (37,) and mean.dtype == torch.float32
@@ -56,7 +56,8 @@ def test_torch_in_torch_out_on_torch_stream(dtype, seed):
 def test_cuda_array_interface_input_gives_cupy(seed):
     import cupy
 
-    (x, g, b), ref_y, _, _ = expected(Case(DType.FP16, DType.FP16, 256, 5, "normal", 0, seed))
+    e = expected(Case(DType.FP16, DType.FP16, 256, 5, "normal", 0, seed))
+    (x, g, b), ref_y = e.xgb, cupy.asarray(e.ref.y)
 
     class Foreign:  # any object exposing __cuda_array_interface__
         def __init__(self, a):
@@ -87,7 +88,7 @@ def test_row_result_does_not_depend_on_batch(seed):
     import cupy
 
     for n in (1000, 4096, 8192, 12288, 65536):
-        (x, g, b), _, _, _ = expected(Case(DType.BF16, DType.BF16, n, 1000, "normal", 0, seed))
+        x, g, b = expected(Case(DType.BF16, DType.BF16, n, 1000, "normal", 0, seed)).xgb
         batch = normgen.layernorm(x, g, b)
         for r in (0, 517, 999):
             alone = normgen.layernorm(x[r : r + 1], g, b)
@@ -97,7 +98,7 @@ def test_row_result_does_not_depend_on_batch(seed):
 def test_beta_none_and_fp32_weights(seed):
     import cupy
 
-    (x, g, b), _, _, _ = expected(Case(DType.BF16, DType.FP32, 2048, 16, "offset", 8, seed))
+    x, g, b = expected(Case(DType.BF16, DType.FP32, 2048, 16, "offset", 8, seed)).xgb
     y = normgen.layernorm(x, g)
     want = reference.layernorm(cupy.asnumpy(x), cupy.asnumpy(g), None, 1e-5)
     assert_close(y, cupy.asarray(want), DType.BF16, "beta None, fp32 gamma")
@@ -119,7 +120,7 @@ def test_constant_rows_give_zero_not_nan():
     import cupy
 
     x = cupy.full((4, 4096), 1000.0, dtype=cupy.float32)
-    y, mean, rstd = normgen.layernorm(x, cupy.ones(4096, cupy.float32), None, return_mean_rstd=True)
+    y, _, _, mean, rstd = normgen.layernorm(x, cupy.ones(4096, cupy.float32), None, return_mean_rstd=True)
     assert bool((y == 0).all()) and bool((mean == 1000).all())
     assert np.allclose(cupy.asnumpy(rstd), 1 / np.sqrt(1e-5), rtol=1e-6)
 
@@ -144,7 +145,7 @@ def test_zero_rows_return_empty_outputs_without_launch():
 
     x = cupy.empty((0, 3, 512), dtype=cupy.float16)
     dispatch._kernels.clear()
-    y, mean, rstd = normgen.layernorm(x, cupy.ones(512, cupy.float16), None, return_mean_rstd=True)
+    y, _, _, mean, rstd = normgen.layernorm(x, cupy.ones(512, cupy.float16), None, return_mean_rstd=True)
     assert y.shape == (0, 3, 512) and mean.shape == rstd.shape == (0, 3)
     assert not dispatch._kernels, "no kernel should be resolved for M = 0"
 
@@ -213,3 +214,90 @@ def test_missing_instance_names_the_command(tmp_path):
     assert CliRunner().invoke(main, args[:2] + ["--out", str(tmp_path)]).exit_code == 0
     dispatch.use_generated(tmp_path)
     assert normgen.layernorm(x, cupy.ones(100, cupy.float16), None).shape == (2, 100)
+
+
+# ---- the fused calls ------------------------------------------------------------------------
+def test_fused_outputs_kinds_and_named_tuple(seed):
+    import cupy
+
+    rng = cupy.random.default_rng(seed)
+    x = rng.standard_normal((6, 2 * 1024), dtype=cupy.float32).astype(cupy.float16)[:, :1024]
+    r = rng.standard_normal((6, 1024), dtype=cupy.float32).astype(cupy.float16)
+    g = cupy.ones(1024, cupy.float16)
+    with pytest.raises(dispatch.MissingInstanceError, match="_add2_"):  # fadd=2: one filter away
+        normgen.layernorm(x, g, residual=r, store_residual=False)
+    out = normgen.layernorm(x, g, residual=r, quant="fp8_e4m3")
+    assert isinstance(out, normgen.NormOutput) and out.mean is None and out.rstd is None
+    assert out.y.dtype == cupy.uint8 and out.y.shape == x.shape  # e4m3 bits, for CuPy users
+    assert out.scale.dtype == cupy.float32 and out.scale.shape == (6,)
+    assert out.residual.dtype == cupy.float16
+    want = reference.layernorm(cupy.asnumpy(x), cupy.asnumpy(g), None, residual=cupy.asnumpy(r),
+                               quant="fp8_e4m3")
+    assert_bits_equal(out.residual, want.residual, "residual")
+    with pytest.raises(dispatch.MissingInstanceError, match="_dqint8_sybf16_"):  # not in the default set
+        normgen.layernorm(x, g, quant="int8", scale_dtype="bfloat16")
+
+
+def test_fused_torch_types(seed):
+    torch = _torch()
+    gen = torch.Generator(device="cuda").manual_seed(seed)
+    x = torch.randn(5, 4096, device="cuda", dtype=torch.bfloat16, generator=gen)
+    r = torch.randn(5, 4096, device="cuda", dtype=torch.bfloat16, generator=gen)
+    g = torch.ones(4096, device="cuda", dtype=torch.bfloat16)
+    out = normgen.layernorm(x, g, residual=r, quant="fp8_e4m3", smooth_scale=torch.ones(4096, device="cuda"),
+                            scale_dtype=torch.float32)
+    assert out.y.dtype == torch.float8_e4m3fn and out.scale.dtype == torch.float32
+    assert torch.equal(out.residual, x + r)  # one rounding of the float32 sum, as torch does
+    deq = out.y.float() * out.scale.float()[:, None]
+    ref = torch.nn.functional.layer_norm((x + r).float(), (4096,), g.float(), None, 1e-5)
+    assert torch.allclose(deq, ref, rtol=0.07, atol=0.02 * float(out.scale.max()))
+    with pytest.raises(dispatch.MissingInstanceError, match="_sqint8_"):  # static: one filter away
+        normgen.layernorm(x, g, quant="int8", quant_scale=torch.tensor([0.05], device="cuda"))
+
+
+def _fused_args():
+    import cupy
+
+    return cupy.ones((4, 64), cupy.float16), cupy.ones(64, cupy.float16)
+
+
+@pytest.mark.parametrize("kwargs, error, words", [
+    (lambda c: dict(residual=c.ones((4, 32), c.float16)), ValueError, "residual must have x's shape"),
+    (lambda c: dict(residual=c.ones((4, 64), c.float32)), TypeError, "residual must have x's dtype"),
+    (lambda c: dict(x_bias=c.ones(32, c.float16)), ValueError, "x_bias must have shape (64,)"),
+    (lambda c: dict(x_bias=c.ones(64, c.float32)), TypeError, "x_bias must have dtype"),
+    (lambda c: dict(quant="int4"), ValueError, "quant must be None, 'int8' or 'fp8_e4m3'"),
+    (lambda c: dict(smooth_scale=c.ones(64, c.float32)), ValueError, "smooth_scale applies to quantized"),
+    (lambda c: dict(quant_scale=c.ones(1, c.float32)), ValueError, "quant_scale applies to quantized"),
+    (lambda c: dict(scale_dtype="float16"), ValueError, "scale_dtype applies to quantized"),
+    (lambda c: dict(quant="int8", scale_dtype="int8"), ValueError, "scale_dtype must be float32"),
+    (lambda c: dict(quant="int8", quant_scale=c.ones(2, c.float32)), ValueError, "quant_scale must be a float32"),
+    (lambda c: dict(quant="int8", quant_scale=c.ones(1, c.float16)), ValueError, "quant_scale must be a float32"),
+    (lambda c: dict(quant="int8", quant_scale=c.ones(1, c.float32), scale_dtype="fp16"), ValueError, "drop scale_dtype"),
+    (lambda c: dict(quant="int8", smooth_scale=c.ones(64, c.float64)), TypeError, "smooth_scale must have dtype"),
+])
+def test_bad_fused_input_is_a_clear_error(kwargs, error, words):
+    import cupy
+
+    x, g = _fused_args()
+    with pytest.raises(error) as info:
+        normgen.layernorm(x, g, **kwargs(cupy))
+    assert words in str(info.value)
+
+
+def test_strided_residual_and_zero_rows(seed):
+    import cupy
+
+    rng = cupy.random.default_rng(seed)
+    x = rng.standard_normal((3, 4, 512), dtype=cupy.float32).astype(DType.BF16.numpy)
+    wide = rng.standard_normal((3, 8, 512), dtype=cupy.float32).astype(x.dtype)
+    r = wide[:, ::2]  # two strides, grouped like x's rows
+    x[1] = 0
+    r[1] = 0
+    g = cupy.ones(512, x.dtype)
+    with poisoned_allocations():
+        out = normgen.layernorm(x, g, residual=r, quant="int8")
+    want = reference.layernorm(cupy.asnumpy(x), cupy.asnumpy(g), None, residual=cupy.asnumpy(r), quant="int8")
+    assert_bits_equal(out.residual, want.residual, "strided residual")
+    assert bool((out.y[1] == 0).all()) and bool((out.scale[1] > 0).all()), "zero rows: zero codes, scale > 0"
+    assert not bool(cupy.isnan(out.scale.astype(cupy.float32)).any())

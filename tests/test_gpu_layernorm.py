@@ -3,13 +3,17 @@ from __future__ import annotations
 
 import zlib
 
+import numpy as np
 import pytest
 
 from normgen import dispatch, tiles
-from normgen.codegen import GENERATED
-from normgen.types import Pipeline
+from normgen.types import FusedAdd, Pipeline, Quant
 
-from .gpu import Case, assert_close, assert_stats, expected, poisoned_allocations, requires_gpu
+from .conftest import source_dir
+from .gpu import (
+    KINDS, SPECIAL_KINDS, Case, assert_bits_equal, assert_close, assert_codes, assert_scales,
+    assert_stats, call_args, expected, poisoned_allocations, requires_gpu, semantics,
+)
 
 pytestmark = requires_gpu
 
@@ -31,12 +35,24 @@ def _n_cases(spec):
 
 
 def _cases(spec, seed):
-    for n in _n_cases(spec):
-        # M = 1000 for N_VALUES; boundary values past them use 64 rows (a quick reference)
-        for m in M_VALUES if n in N_VALUES or n <= 8192 else (0, 1, 3, 64):
-            for kind in ("normal", "offset") if m else ("normal",):
+    """Plain instances: M = 1000 up to N = 8192 and at N_VALUES, else 64 (a quick
+    reference). Fused instances (many more, sharing the plain ones' row walk): M = 256 up to
+    N = 8192, else 64; and the special kinds at the instance's largest N."""
+    plain = spec.fused_add == FusedAdd.NONE and not spec.x_bias and spec.quant == Quant.NONE
+    call = None if plain else semantics(spec)
+    ns = _n_cases(spec)
+    for n in ns:
+        if plain:
+            big = 1000 if n <= 8192 or n in N_VALUES else 64
+        else:
+            big = 256 if n <= 8192 else 64
+        for m in M_VALUES[:-1] + (big,):
+            for kind in KINDS if m else KINDS[:1]:
                 pad = 0 if m <= 1 else 8  # rows of x are a slice of wider rows
-                yield Case(spec.x, spec.w, n, m, kind, pad, seed ^ zlib.crc32(f"{n},{m},{kind}".encode()))
+                yield Case(spec.x, spec.w, n, m, kind, pad, seed ^ zlib.crc32(f"{n},{m},{kind}".encode()), call)
+    if not plain:
+        for kind in SPECIAL_KINDS:
+            yield Case(spec.x, spec.w, ns[-1], 3, kind, 8, seed ^ zlib.crc32(kind.encode()), call)
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -45,32 +61,46 @@ def built(request):
     from .conftest import selected_specs
     from normgen import runtime
 
-    runtime.build(selected_specs(request.config), GENERATED, runtime.device_arch(0))
+    runtime.build(selected_specs(request.config), source_dir(), runtime.device_arch(0))
 
 
 @pytest.fixture
 def only(spec):
     """Dispatch from this one instance alone."""
-    dispatch.use_generated(GENERATED, registry={spec.key: spec.name})
+    dispatch.use_generated(source_dir(), registry={spec.key: spec.name})
     yield spec
-    dispatch.use_generated(GENERATED)
+    dispatch.use_generated(source_dir())
 
 
 def test_instance_against_reference(only, seed):
+    import cupy
+
     import normgen
 
     spec = only
     for case in _cases(spec, seed):
-        (x, g, b), ref_y, ref_mean, ref_rstd = expected(case)
+        e = expected(case)
         what = f"{spec.name} N={case.n} M={case.m} {case.kind} pad={case.pad} seed={seed}"
-        chosen = dispatch.choose(spec.norm, spec.x, spec.w, spec.save_stats, case.n, spec.vec)
-        assert chosen == spec, what
+        assert dispatch.choose(semantics(spec), case.n, spec.vec) == spec, what
+        args, kw = call_args(case.call or spec, e.inputs)
         with poisoned_allocations():
-            if spec.save_stats:
-                y, mean, rstd = normgen.layernorm(x, g, b, eps=1e-5, return_mean_rstd=True)
+            out = normgen.layernorm(*args, **kw)
+        if not isinstance(out, normgen.NormOutput):
+            out = normgen.NormOutput(out)
+        ref = e.ref
+        if spec.quant == Quant.NONE:
+            assert_close(out.y, cupy.asarray(ref.y), spec.x, what)
+        else:
+            if spec.quant == Quant.DYNAMIC:
+                assert_scales(out.scale, ref.scale, what)
+                scale = cupy.asnumpy(out.scale).astype(np.float64)[..., None]  # codes given the scale
             else:
-                y = normgen.layernorm(x, g, b, eps=1e-5)
-        assert_close(y, ref_y, spec.x, what)
+                scale = float(cupy.asnumpy(kw["quant_scale"])[0])
+            assert_codes(out.y, e.y64 / scale, spec.out, what)
+        if spec.fused_add == FusedAdd.STORE:
+            assert_bits_equal(out.residual, ref.residual, what + " residual")
+        else:
+            assert out.residual is None, what
         if spec.save_stats:
-            assert mean.shape == rstd.shape == (case.m,)
-            assert_stats(mean, rstd, ref_mean, ref_rstd, what)
+            assert out.mean.shape == out.rstd.shape == (case.m,)
+            assert_stats(out.mean, out.rstd, ref.mean, ref.rstd, what)

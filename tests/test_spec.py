@@ -60,11 +60,20 @@ def test_invalid_combinations_say_why(change, words):
 
 
 def test_unimplemented_axes_are_modelled_and_refused():
-    base = dict(norm=Norm.LAYERNORM, x=DType.BF16, w=DType.BF16, out=DType.BF16,
+    base = dict(norm=Norm.RMSNORM, x=DType.BF16, w=DType.BF16, out=DType.BF16,
                 pipeline=Pipeline.ONE_PASS, bucket=1024, vec=8)
-    for change in (dict(norm=Norm.RMSNORM), dict(fused_add=FusedAdd.STORE), dict(x_bias=True),
-                   dict(quant=Quant.DYNAMIC, out=DType.INT8, scale=DType.FP32)):
-        assert "not implemented" in invalid_reason(KernelSpec(**{**base, **change}))
+    assert "not implemented" in invalid_reason(KernelSpec(**base))
+
+
+def test_every_fusion_is_an_instance_in_both_pipelines():
+    fused = [s for s in EVERY if s.fused_add or s.x_bias or s.quant != Quant.NONE]
+    for pipe in Pipeline:
+        on = [s for s in fused if s.pipeline == pipe]
+        assert {s.fused_add for s in on} == set(FusedAdd) and {s.x_bias for s in on} == {False, True}
+        assert {(s.quant, s.out) for s in on if s.quant != Quant.NONE} == {
+            (q, o) for q in (Quant.DYNAMIC, Quant.STATIC) for o in (DType.INT8, DType.FP8)}
+        assert {s.smooth for s in on} == {None, DType.FP32, DType.FP16, DType.BF16}
+        assert {s.scale for s in on} == {None, DType.FP32, DType.FP16, DType.BF16}
 
 
 @pytest.mark.parametrize("x", [DType.FP32, DType.BF16])
