@@ -8,11 +8,11 @@ import math
 import os
 from pathlib import Path
 from dataclasses import replace
-from typing import Any, NamedTuple, Optional
+from typing import Optional
 
 from . import arrays, codegen, runtime, tiles
 from .spec import KernelSpec
-from .types import FLOAT_INPUTS, DType, FusedAdd, Norm, Pipeline, Quant
+from .types import FLOAT_INPUTS, QUANT_NAMES, DType, FusedAdd, Norm, NormOutput, Pipeline, Quant
 
 GENERATED_DIR = Path(os.environ.get("NORMGEN_GENERATED_DIR", codegen.GENERATED))
 
@@ -177,7 +177,6 @@ def _residual(rv: arrays.View, xv: arrays.View, inner: int) -> tuple[int, int]:
     return so, si
 
 
-_QUANT = {"int8": DType.INT8, "fp8_e4m3": DType.FP8}
 _SCALE_DTYPES = {"float32": DType.FP32, "fp32": DType.FP32, "float16": DType.FP16,
                  "fp16": DType.FP16, "half": DType.FP16, "bfloat16": DType.BF16,
                  "bf16": DType.BF16}
@@ -200,16 +199,6 @@ def _quant_scale(qv: arrays.View, xv: arrays.View) -> None:
 
 
 # ---- the calls ----------------------------------------------------------------------------
-class NormOutput(NamedTuple):
-    """What a call returns when more than y is asked for; None for what was not."""
-
-    y: Any
-    residual: Any = None  # x (+ x_bias) + residual, as normalized (store_residual=True)
-    scale: Any = None  # per-row dequantization scale (dynamic quant)
-    mean: Any = None  # float32 per row (return_mean_rstd=True)
-    rstd: Any = None  # float32 per row
-
-
 def layernorm(x, gamma, beta=None, *, eps: float = 1e-5, residual=None,
               store_residual: bool = True, x_bias=None, quant: Optional[str] = None,
               smooth_scale=None, quant_scale=None, scale_dtype=None,
@@ -279,9 +268,9 @@ def _norm(norm, x, gamma, beta, eps, residual, store_residual, x_bias, quant, sm
 
     out, mode, smooth, sdt = xv.dtype, Quant.NONE, None, None
     if quant is not None:
-        if quant not in _QUANT:
+        if quant not in QUANT_NAMES:
             raise ValueError(f"quant must be None, 'int8' or 'fp8_e4m3', not {quant!r}")
-        out = _QUANT[quant]
+        out = QUANT_NAMES[quant]
         if quant_scale is None:
             mode, sdt = Quant.DYNAMIC, _scale_dtype(scale_dtype or "float32")
         else:
@@ -298,7 +287,7 @@ def _norm(norm, x, gamma, beta, eps, residual, store_residual, x_bias, quant, sm
             _vector(smv, "smooth_scale", n, xv, FLOAT_INPUTS)
             smooth, smptr = smv.dtype, smv.ptr
             aligned.append(smv)
-    else:
+    elif smooth_scale is not None or quant_scale is not None or scale_dtype is not None:
         for arg, value in (("smooth_scale", smooth_scale), ("quant_scale", quant_scale),
                            ("scale_dtype", scale_dtype)):
             if value is not None:

@@ -2,19 +2,16 @@
 values, rounded once to the output precision."""
 from __future__ import annotations
 
-from typing import NamedTuple, Optional
-
 import ml_dtypes
 import numpy as np
+
+from .types import QMAX, QUANT_NAMES, DType, NormOutput
 
 # (explicit mantissa bits, smallest normal exponent) of formats numpy cannot round to directly
 _FORMATS = {
     np.dtype(ml_dtypes.bfloat16): (7, -126),
     np.dtype(ml_dtypes.float8_e4m3fn): (3, -6),
 }
-_SCALE_NAMES = {"fp32": np.float32, "fp16": np.float16, "bf16": ml_dtypes.bfloat16}
-QMAX = {"int8": 127.0, "fp8_e4m3": 448.0}
-QDTYPE = {"int8": np.dtype(np.int8), "fp8_e4m3": np.dtype(ml_dtypes.float8_e4m3fn)}
 # the positive normal range of a per-row scale's precision
 _NORMAL = {
     np.dtype(np.float32): (np.finfo(np.float32).tiny, np.finfo(np.float32).max),
@@ -38,17 +35,6 @@ def round_to(values, dtype) -> np.ndarray:
         return rounded.astype(np.float32).astype(dtype)  # exact from here on; overflow -> inf
 
 
-
-class NormOutput(NamedTuple):
-    """The reference's results, named like normgen.NormOutput."""
-
-    y: np.ndarray
-    residual: Optional[np.ndarray] = None
-    scale: Optional[np.ndarray] = None
-    mean: Optional[np.ndarray] = None
-    rstd: Optional[np.ndarray] = None
-
-
 def fused_input(x, residual=None, x_bias=None) -> np.ndarray:
     """h = x (+ x_bias) (+ residual): summed in float32 in that order, rounded once to x's
     dtype -- what the unfused sequence would store and normalize."""
@@ -69,10 +55,10 @@ def quantize(y64, quant: str, quant_scale=None, scale_dtype="fp32"):
     by the scale as stored. Static: codes are y / quant_scale. int8 rounds half to even
     and saturates at [-128, 127]; fp8 e4m3 rounds to nearest even and saturates at 448."""
     if quant_scale is None:
-        sdt = np.dtype(_SCALE_NAMES.get(scale_dtype, scale_dtype))
+        sdt = DType(scale_dtype).numpy  # 'fp32', 'fp16' or 'bf16'
         lo, hi = _NORMAL[sdt]
         amax = np.abs(y64).max(axis=-1, keepdims=True) if y64.shape[-1] else np.zeros(y64.shape[:-1] + (1,))
-        s32 = np.clip((amax / QMAX[quant]).astype(np.float32), np.float32(lo), np.float32(hi))
+        s32 = np.clip((amax / QMAX[QUANT_NAMES[quant]]).astype(np.float32), np.float32(lo), np.float32(hi))
         stored = s32.astype(sdt)  # float32 -> scale_dtype: one rounding
         v = y64 / stored.astype(np.float64)
         scales = stored[..., 0]
@@ -87,7 +73,8 @@ def quantize_values(v, quant: str) -> np.ndarray:
     fp8 e4m3 rounds to nearest even and saturates at +-448."""
     if quant == "int8":
         return np.clip(np.rint(v), -128, 127).astype(np.int8)
-    return round_to(np.clip(v, -QMAX[quant], QMAX[quant]), QDTYPE[quant])
+    qmax = QMAX[DType.FP8]
+    return round_to(np.clip(v, -qmax, qmax), DType.FP8.numpy)
 
 
 def _finish(y64, x_dtype, h, residual, store_residual, quant, smooth_scale, quant_scale,
@@ -102,8 +89,10 @@ def _finish(y64, x_dtype, h, residual, store_residual, quant, smooth_scale, quan
     stored = h if residual is not None and store_residual else None
     if stored is None and scale is None and not return_stats:
         return y
-    f32 = (lambda a: a[..., 0].astype(np.float32)) if return_stats else (lambda a: None)
-    return NormOutput(y, stored, scale, f32(mean) if mean is not None else None, f32(rstd))
+    if not return_stats:
+        return NormOutput(y, stored, scale)
+    mean = None if mean is None else mean[..., 0].astype(np.float32)
+    return NormOutput(y, stored, scale, mean, rstd[..., 0].astype(np.float32))
 
 
 def stats(norm: str, h64: np.ndarray, eps: float):
@@ -121,7 +110,10 @@ def normalized(norm: str, h, gamma, beta, eps, weight_offset=0.0) -> np.ndarray:
     """The float64 outputs before smoothing and rounding: LayerNorm (h - mean) * rstd *
     gamma + beta; RMSNorm h * rstd * (gamma + weight_offset), gamma None meaning 1."""
     h64 = np.asarray(h, dtype=np.float64)
-    mean, rstd = stats(norm, h64, eps)
+    return _apply(norm, h64, *stats(norm, h64, eps), gamma, beta, weight_offset)
+
+
+def _apply(norm, h64, mean, rstd, gamma, beta, weight_offset):
     if norm == "rmsnorm":
         w = 1.0 if gamma is None else np.asarray(gamma, np.float32).astype(np.float64) + weight_offset
         return h64 * rstd * w
@@ -136,7 +128,8 @@ def layernorm(x, gamma, beta=None, eps=1e-5, *, residual=None, store_residual=Tr
     values: y = (h - mean) / sqrt(var + eps) * gamma + beta (population variance), then
     smooth scale and quantization; results rounded once to their precision."""
     h = fused_input(x, residual, x_bias)
-    mean, rstd = stats("layernorm", h.astype(np.float64), eps)
-    y = normalized("layernorm", h, gamma, beta, eps)
+    h64 = h.astype(np.float64)
+    mean, rstd = stats("layernorm", h64, eps)
+    y = _apply("layernorm", h64, mean, rstd, gamma, beta, 0.0)
     return _finish(y, h.dtype, h, residual, store_residual, quant, smooth_scale, quant_scale,
                    scale_dtype, mean, rstd, return_mean_rstd)

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import enum
+from typing import Any, NamedTuple
 
 import ml_dtypes
 import numpy as np
@@ -54,6 +55,8 @@ _NUMPY = {
 }
 FLOAT_INPUTS = (DType.FP32, DType.FP16, DType.BF16)
 QUANT_OUTPUTS = (DType.INT8, DType.FP8)
+QUANT_NAMES = {"int8": DType.INT8, "fp8_e4m3": DType.FP8}  # the API's quant= values
+QMAX = {DType.INT8: 127.0, DType.FP8: 448.0}  # the largest quantized magnitude
 BY_NUMPY = {dt.numpy: dt for dt in DType}
 
 
@@ -96,3 +99,14 @@ class Quant(enum.Enum):
     @property
     def cpp(self) -> str:
         return "Quant::" + self.name
+
+
+class NormOutput(NamedTuple):
+    """What a call (normgen's or the reference's) returns when more than y is asked for;
+    None for what was not."""
+
+    y: Any
+    residual: Any = None  # x (+ x_bias) + residual, as normalized (store_residual=True)
+    scale: Any = None  # per-row dequantization scale (dynamic quant)
+    mean: Any = None  # float32 per row (return_mean_rstd=True)
+    rstd: Any = None  # float32 per row
