@@ -371,6 +371,21 @@ __device__ __forceinline__ Stats finish_stats(float shift, float s1, float s2, i
   return Stats{shift, c, 1.f / sqrtf(var + eps)};
 }
 
+// Sums a row's statistics reduce: LayerNorm both shifted sums, RMSNorm only the squares.
+template <class K> __host__ __device__ constexpr int stat_sums() { return K::kNorm == Norm::LAYERNORM ? 2 : 1; }
+
+// The row's statistics from this thread's shifted sums s1 (unused by RMSNorm) and s2.
+template <class K, int T, int R, int C>
+__device__ __forceinline__ Stats row_stats(float shift, float s1, float s2, ReduceScratch<T, R, stat_sums<K>()>& sh,
+                                           int n, float eps) {
+  float s[stat_sums<K>()];
+  s[0] = K::kNorm == Norm::LAYERNORM ? s1 : s2;
+  if constexpr (K::kNorm == Norm::LAYERNORM) s[1] = s2;
+  row_reduce<Sum, T, R, C, stat_sums<K>()>(s, sh);
+  return K::kNorm == Norm::LAYERNORM ? finish_stats<Norm::LAYERNORM>(shift, s[0], s[1], n, eps)
+                                     : finish_stats<Norm::RMSNORM>(shift, 0.f, s[0], n, eps);
+}
+
 // ---- per-column vectors: gamma, beta, x-bias, smooth scale ---------------------------------
 // Packed like the row. Pipelines hold them in registers for all of a block's rows when
 // they fit the budget (they are the same for every row), else load them per vector.
@@ -618,6 +633,42 @@ template <class K, int P, int V> struct RowIn {
   Packed<typename K::X, P, V> x, r;
 };
 
+// Vector i of a thread's share of a row: x (and the residual) at column col of rows xr
+// (rr), or zeros for padding and rows past the end (!live).
+template <class K, int P, int V>
+__device__ __forceinline__ void load_in(RowIn<K, P, V>& in, int i, const typename K::X* xr, const typename K::X* rr,
+                                        i64 col, bool live) {
+  if (live) {
+    in.x.load(i, xr + col);
+    if constexpr (K::kFusedAdd != 0) in.r.load(i, rr + col);
+  } else {
+    in.x.zero(i);
+    if constexpr (K::kFusedAdd != 0) in.r.zero(i);
+  }
+}
+
+// The fused prologue over a thread's share of a row (see fuse; padding stays zero), with
+// the x-bias from c when kHeld, else loaded per vector; the sums go to res_out's columns.
+template <class K, int P, int V, bool kHeld, class ColOf>
+__device__ __forceinline__ void fuse_row(RowIn<K, P, V>& in, const Params& p, const Columns<K, kHeld ? P : 1, V>& c,
+                                         const ColOf& col_of, typename K::X* res_out) {
+  if constexpr (K::kFusedAdd != 0 || K::kXBias) {
+#pragma unroll
+    for (int i = 0; i < P; ++i) {
+      if (col_of(i) < p.n) {
+        typename K::X* to = res_out ? res_out + col_of(i) : nullptr;
+        if constexpr (kHeld) {
+          fuse<K, P, V, P>(in.x, in.r, i, c, i, to);
+        } else {
+          Columns<K, 1, V> ci;
+          ci.load_bias(p, 0, col_of(i));
+          fuse<K, P, V, 1>(in.x, in.r, i, ci, 0, to);
+        }
+      }
+    }
+  }
+}
+
 // ---- one-pass: the whole row in registers ----------------------------------------------
 // A block serves R rows at a time with T threads per row, or, with a cluster of C blocks,
 // one row with C*T threads. Row thread t holds the P vectors at columns (i*C*T + t)*V, in
@@ -632,14 +683,14 @@ __device__ __forceinline__ void one_pass(const Params& p) {
   constexpr int T = K::kThreadsPerRow, R = K::kRowsPerBlock, C = K::kCluster;
   constexpr int V = K::kVec, P = K::kRepeat;
   constexpr bool kLN = K::kNorm == Norm::LAYERNORM;
-  constexpr bool kAdd = K::kFusedAdd != 0, kFuse = kAdd || K::kXBias;
+  constexpr bool kAdd = K::kFusedAdd != 0;
   constexpr bool kHold = V > 1 && Columns<K, P, V>::kWords <= 32;
   constexpr bool kPrefetchRow = V > 1 && (kAdd ? 2 : 1) * Packed<X, P, V>::kWords <= 16;
   // the outputs kept between the absmax and the stores (32 floats; 16 at 512 threads)
   constexpr bool kKeep = K::kQuant == Quant::DYNAMIC && P * V * T * R <= 32 * 256;
   constexpr int S = scratch_sets<K>();
   __shared__ ReduceScratch<T, R, 1> sh_shift[S], sh_max[S];
-  __shared__ ReduceScratch<T, R, 2> sh_stats[S];
+  __shared__ ReduceScratch<T, R, stat_sums<K>()> sh_stats[S];
   const int lane = (C > 1 ? cluster_rank() * T : 0) + threadIdx.x % T;
   const int sub = threadIdx.x / T;  // this thread's row among the block's R
   const i64 group = C > 1 ? cluster_index() : blockIdx.x;
@@ -652,15 +703,7 @@ __device__ __forceinline__ void one_pass(const Params& p) {
     const X* xr = static_cast<const X*>(p.x) + (live ? row_offset(row, p.inner, p.x_so, p.x_si) : 0);
     const X* rr = static_cast<const X*>(p.residual) + (live && kAdd ? row_offset(row, p.inner, p.r_so, p.r_si) : 0);
 #pragma unroll
-    for (int i = 0; i < P; ++i) {
-      if (live && col_of(i) < n) {
-        in.x.load(i, xr + col_of(i));
-        if constexpr (kAdd) in.r.load(i, rr + col_of(i));
-      } else {
-        in.x.zero(i);  // padding, or a row past the end
-        if constexpr (kAdd) in.r.zero(i);
-      }
-    }
+    for (int i = 0; i < P; ++i) load_in<K, P, V>(in, i, xr, rr, col_of(i), live && col_of(i) < n);
   };
 
   Columns<K, kHold ? P : 1, V> c;
@@ -682,22 +725,8 @@ __device__ __forceinline__ void one_pass(const Params& p) {
     if constexpr (kPrefetchRow) {
       if (more) load_row(next, base + stride);
     }
-    if constexpr (kFuse) {
-      X* res_out = K::kFusedAdd == 1 && live ? static_cast<X*>(p.res_out) + row * n : nullptr;
-#pragma unroll
-      for (int i = 0; i < P; ++i) {
-        if (col_of(i) < n) {  // padding stays zero
-          X* to = res_out ? res_out + col_of(i) : nullptr;
-          if constexpr (kHold) {
-            fuse<K, P, V, P>(in.x, in.r, i, c, i, to);
-          } else {
-            Columns<K, 1, V> ci;
-            ci.load_bias(p, 0, col_of(i));
-            fuse<K, P, V, 1>(in.x, in.r, i, ci, 0, to);
-          }
-        }
-      }
-    }
+    fuse_row<K, P, V, kHold>(in, p, c, col_of,
+                             K::kFusedAdd == 1 && live ? static_cast<X*>(p.res_out) + row * n : nullptr);
 
     auto load = [&](int i, float (&d)[V]) { in.x.get(i, d); };
     float shift = 0.f;
@@ -709,10 +738,9 @@ __device__ __forceinline__ void one_pass(const Params& p) {
         for (int j = 0; j < V; ++j) sx += in.x.get(i, j);
       shift = row_mean<T, R, C>(sx, sh_shift[ph], n);
     }
-    float s[2];
-    centred_sums<P, V>(shift, n, load, col_of, s[0], s[1]);
-    row_reduce<Sum, T, R, C, 2>(s, sh_stats[ph]);
-    const Stats st = finish_stats<K::kNorm>(shift, s[0], s[1], n, p.eps);
+    float s1, s2;
+    centred_sums<P, V>(shift, n, load, col_of, s1, s2);
+    const Stats st = row_stats<K, T, R, C>(shift, s1, s2, sh_stats[ph], n, p.eps);
     finish_row<K, P, V, kHold, kKeep, T, R, C>(p, st, load, col_of, c, sh_max[ph], qmul, row, live, lane == 0);
     if constexpr (kPrefetchRow) {
       in = next;
@@ -734,11 +762,11 @@ __device__ __forceinline__ void one_pass_staged(const Params& p) {
   constexpr int T = K::kThreadsPerRow, C = K::kCluster, V = K::kVec, P = K::kRepeat;
   constexpr int kBatch = P < 4 ? P : 4;
   constexpr bool kLN = K::kNorm == Norm::LAYERNORM;
-  constexpr bool kAdd = K::kFusedAdd != 0, kFuse = kAdd || K::kXBias;
+  constexpr bool kAdd = K::kFusedAdd != 0;
   static_assert(K::kRowsPerBlock == 1 && P % kBatch == 0, "staged tiles serve one row per block");
   constexpr int S = scratch_sets<K>();
   __shared__ ReduceScratch<T, 1, 1> sh_shift[S], sh_max[S];
-  __shared__ ReduceScratch<T, 1, 2> sh_stats[S];
+  __shared__ ReduceScratch<T, 1, stat_sums<K>()> sh_stats[S];
   extern __shared__ uint4 stage_words[];
   X* stage = reinterpret_cast<X*>(stage_words);
   const int lane = (C > 1 ? cluster_rank() * T : 0) + threadIdx.x;
@@ -757,24 +785,12 @@ __device__ __forceinline__ void one_pass_staged(const Params& p) {
 #pragma unroll
     for (int i0 = 0; i0 < P; i0 += kBatch) {
       RowIn<K, kBatch, V> batch;
+      auto batch_col = [&](int b) { return col_of(i0 + b); };
+#pragma unroll
+      for (int b = 0; b < kBatch; ++b) load_in<K, kBatch, V>(batch, b, xr, rr, batch_col(b), batch_col(b) < n);
+      fuse_row<K, kBatch, V, false>(batch, p, Columns<K, 1, V>{}, batch_col, res_out);
 #pragma unroll
       for (int b = 0; b < kBatch; ++b) {
-        if (col_of(i0 + b) < n) {
-          batch.x.load(b, xr + col_of(i0 + b));
-          if constexpr (kAdd) batch.r.load(b, rr + col_of(i0 + b));
-        } else {
-          batch.x.zero(b);  // padding
-        }
-      }
-#pragma unroll
-      for (int b = 0; b < kBatch; ++b) {
-        if constexpr (kFuse) {
-          if (col_of(i0 + b) < n) {
-            Columns<K, 1, V> ci;
-            ci.load_bias(p, 0, col_of(i0 + b));
-            fuse<K, kBatch, V, 1>(batch.x, batch.r, b, ci, 0, res_out ? res_out + col_of(i0 + b) : nullptr);
-          }
-        }
 #pragma unroll
         for (int j = 0; j < V; ++j) sx += batch.x.get(b, j);
         batch.x.store(b, slot(i0 + b));
@@ -786,10 +802,9 @@ __device__ __forceinline__ void one_pass_staged(const Params& p) {
       v.get(0, d);
     };
     const float shift = kLN ? row_mean<T, 1, C>(sx, sh_shift[ph], n) : 0.f;
-    float s[2];
-    centred_sums<P, V>(shift, n, load, col_of, s[0], s[1]);
-    row_reduce<Sum, T, 1, C, 2>(s, sh_stats[ph]);
-    const Stats st = finish_stats<K::kNorm>(shift, s[0], s[1], n, p.eps);
+    float s1, s2;
+    centred_sums<P, V>(shift, n, load, col_of, s1, s2);
+    const Stats st = row_stats<K, T, 1, C>(shift, s1, s2, sh_stats[ph], n, p.eps);
     finish_row<K, P, V, false, false, T, 1, C>(p, st, load, col_of, Columns<K, 1, V>{}, sh_max[ph], qmul, row,
                                                true, lane == 0);
   }
@@ -808,11 +823,11 @@ __device__ __forceinline__ void two_pass(const Params& p) {
   constexpr int T = K::kThreadsPerRow, V = K::kVec, P = K::kRepeat;
   constexpr int kChunk = T * V * P;
   constexpr bool kLN = K::kNorm == Norm::LAYERNORM;
-  constexpr bool kAdd = K::kFusedAdd != 0, kFuse = kAdd || K::kXBias;
+  constexpr bool kAdd = K::kFusedAdd != 0;
   static_assert(K::kRowsPerBlock == 1 && K::kCluster == 1, "two-pass serves one row per block");
   constexpr int S = scratch_sets<K>();
   __shared__ ReduceScratch<T, 1, 1> sh_shift[S], sh_max[S];
-  __shared__ ReduceScratch<T, 1, 2> sh_stats[S];
+  __shared__ ReduceScratch<T, 1, stat_sums<K>()> sh_stats[S];
   const int n = p.n;
   const i64 last_chunk = (static_cast<i64>(n) - 1) / kChunk * kChunk;
   const float static_mul = static_qmul<K>(p);
@@ -829,24 +844,8 @@ __device__ __forceinline__ void two_pass(const Params& p) {
     auto load = [&](int i, float (&d)[V]) { in.x.get(i, d); };
     auto load_chunk = [&](bool store_sum) {
 #pragma unroll
-      for (int i = 0; i < P; ++i) {
-        if (col_of(i) < n) {
-          in.x.load(i, xr + col_of(i));
-          if constexpr (kAdd) in.r.load(i, rr + col_of(i));
-        } else {
-          in.x.zero(i);
-        }
-      }
-      if constexpr (kFuse) {
-#pragma unroll
-        for (int i = 0; i < P; ++i) {
-          if (col_of(i) < n) {
-            Columns<K, 1, V> ci;
-            ci.load_bias(p, 0, col_of(i));
-            fuse<K, P, V, 1>(in.x, in.r, i, ci, 0, store_sum && res_out ? res_out + col_of(i) : nullptr);
-          }
-        }
-      }
+      for (int i = 0; i < P; ++i) load_in<K, P, V>(in, i, xr, rr, col_of(i), col_of(i) < n);
+      fuse_row<K, P, V, false>(in, p, none, col_of, store_sum ? res_out : nullptr);
     };
 
     load_chunk(true);
@@ -869,9 +868,7 @@ __device__ __forceinline__ void two_pass(const Params& p) {
       if (c0 >= n) break;
       load_chunk(true);
     }
-    float s[2] = {sum1.value(), sum2.value()};
-    row_reduce<Sum, T, 1, 1, 2>(s, sh_stats[ph]);
-    const Stats st = finish_stats<K::kNorm>(shift, s[0], s[1], n, p.eps);
+    const Stats st = row_stats<K, T, 1, 1>(shift, sum1.value(), sum2.value(), sh_stats[ph], n, p.eps);
 
     if constexpr (K::kQuant == Quant::DYNAMIC) {
       float m[1] = {0.f};

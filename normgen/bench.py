@@ -136,6 +136,38 @@ def quant_layernorm_impls(x, g, b, quant: str):
     }
 
 
+def rmsnorm_impls(x, r, g, quant=None):
+    """RMSNorm (eps 1e-6), with the residual add (returning the sum and y) when r is given,
+    or dynamic per-row quantization: vLLM's rms_norm, fused_add_rms_norm and
+    rms_norm_dynamic_per_token_quant."""
+    import normgen
+
+    torch = _torch()
+    F = torch.nn.functional
+    n = x.shape[-1]
+    qmax, qdt = {None: (None, None), "int8": (127.0, torch.int8),
+                 "fp8_e4m3": (448.0, torch.float8_e4m3fn)}[quant]
+
+    def unfused(x, r, g):
+        h = x if r is None else x + r
+        y = F.rms_norm(h, (n,), g, 1e-6)
+        if quant is None:
+            return y if r is None else (h, y)
+        y = y.float()
+        s = (y.abs().amax(-1, keepdim=True) / qmax).clamp_min(1.1754944e-38)
+        q = y / s
+        q = q.round().clamp(-128, 127) if quant == "int8" else q.clamp(-448, 448)
+        return q.to(qdt), s
+
+    torch._dynamo.reset()
+    compiled = torch.compile(unfused, dynamic=False)
+    return {
+        "normgen": lambda: normgen.rmsnorm(x, g, eps=1e-6, residual=r, quant=quant),
+        "torch": lambda: unfused(x, r, g),
+        "torch.compile": lambda: compiled(x, r, g),
+    }
+
+
 # op -> (dtypes, Ns, implementations, bytes that must move for M x N of itemsize bytes)
 OPS = {
     "layernorm": (DTYPES, BIG_N, lambda x, r, g, b: layernorm_impls(x, g, b),
@@ -146,6 +178,12 @@ OPS = {
                        lambda m, n, isz: m * n * (isz + 1) + 4 * m + 2 * n * isz),
     "layernorm+fp8": (("bfloat16",), BIG_N[:7], lambda x, r, g, b: quant_layernorm_impls(x, g, b, "fp8_e4m3"),
                       lambda m, n, isz: m * n * (isz + 1) + 4 * m + 2 * n * isz),
+    "rmsnorm": (DTYPES[:2], BIG_N, lambda x, r, g, b: rmsnorm_impls(x, None, g),
+                lambda m, n, isz: 2 * m * n * isz + n * isz),
+    "add+rmsnorm": (("bfloat16",), BIG_N[:7], lambda x, r, g, b: rmsnorm_impls(x, r, g),
+                    lambda m, n, isz: 4 * m * n * isz + n * isz),
+    "rmsnorm+fp8": (("bfloat16",), BIG_N[:7], lambda x, r, g, b: rmsnorm_impls(x, None, g, "fp8_e4m3"),
+                    lambda m, n, isz: m * n * (isz + 1) + 4 * m + n * isz),
 }
 
 

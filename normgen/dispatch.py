@@ -232,6 +232,34 @@ def layernorm(x, gamma, beta=None, *, eps: float = 1e-5, residual=None,
                  quant, smooth_scale, quant_scale, scale_dtype, 0.0, return_mean_rstd)
 
 
+def rmsnorm(x, gamma=None, *, eps: float = 1e-6, residual=None, store_residual: bool = True,
+            x_bias=None, quant: Optional[str] = None, smooth_scale=None, quant_scale=None,
+            scale_dtype=None, weight_offset: float = 0.0, return_rstd: bool = False):
+    """RMSNorm over the last dimension, with the fused prologue and epilogue of layernorm:
+
+        h = x (+ x_bias) (+ residual)       summed in float32, rounded once to x's dtype
+        y = h / sqrt(mean(h^2) + eps) * (gamma + weight_offset)
+        y = y * smooth_scale                if given
+        y = quantize(y)                     if quant is given
+
+    gamma: (N,), x's dtype or float32, or None for no scale (weight_offset must then be 0).
+    weight_offset=1.0 gives Gemma's (1 + gamma), added in float32. Inputs, quant,
+    smooth_scale, quant_scale and scale_dtype as for layernorm.
+
+    Returns y when only y is asked for, else NormOutput(y, residual, scale, None, rstd):
+    residual (h) with a residual and store_residual=True, scale with dynamic quant, rstd
+    (float32, x.shape[:-1]) with return_rstd=True.
+    """
+    offset = float(weight_offset)
+    if gamma is None and offset != 0.0:
+        raise ValueError(f"weight_offset={weight_offset!r} offsets gamma, but gamma is None; "
+                         f"pass gamma, or drop weight_offset")
+    if not math.isfinite(offset):
+        raise ValueError(f"weight_offset must be a finite number, not {weight_offset!r}")
+    return _norm(Norm.RMSNORM, x, gamma, None, eps, residual, store_residual, x_bias,
+                 quant, smooth_scale, quant_scale, scale_dtype, offset, return_rstd)
+
+
 def _norm(norm, x, gamma, beta, eps, residual, store_residual, x_bias, quant, smooth_scale,
           quant_scale, scale_dtype, weight_offset, return_stats):
     xv = arrays.view(x, "x")

@@ -53,6 +53,11 @@ DEFAULT_FAMILIES: tuple[Mapping[str, tuple[str, ...]], ...] = (
         "quant": ("none", "int8", "fp8"), "quant_mode": ("dynamic",), "smooth": ("none", "fp32"),
         "save_mv": ("0",), "vec": ("max",),
     },
+    {  # RMSNorm as LLM inference runs it: add (and store) + norm + dynamic or static quant
+        "norm": ("rmsnorm",), "prec": ("fp16", "bf16"), "wprec": ("same",), "fused_add": ("0", "1"),
+        "quant": ("none", "int8", "fp8"), "quant_mode": ("dynamic", "static"), "smooth": ("none",),
+        "save_mv": ("0",), "vec": ("max",),
+    },
 )
 
 

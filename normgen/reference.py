@@ -115,7 +115,8 @@ def normalized(norm: str, h, gamma, beta, eps, weight_offset=0.0) -> np.ndarray:
 
 def _apply(norm, h64, mean, rstd, gamma, beta, weight_offset):
     if norm == "rmsnorm":
-        w = 1.0 if gamma is None else np.asarray(gamma, np.float32).astype(np.float64) + weight_offset
+        # gamma + weight_offset is added in float32, as the kernel (and Gemma) does
+        w = 1.0 if gamma is None else (np.asarray(gamma, np.float32) + np.float32(weight_offset)).astype(np.float64)
         return h64 * rstd * w
     y = (h64 - mean) * rstd * np.asarray(gamma, dtype=np.float64)
     return y if beta is None else y + np.asarray(beta, dtype=np.float64)
@@ -133,3 +134,16 @@ def layernorm(x, gamma, beta=None, eps=1e-5, *, residual=None, store_residual=Tr
     y = _apply("layernorm", h64, mean, rstd, gamma, beta, 0.0)
     return _finish(y, h.dtype, h, residual, store_residual, quant, smooth_scale, quant_scale,
                    scale_dtype, mean, rstd, return_mean_rstd)
+
+
+def rmsnorm(x, gamma=None, eps=1e-6, *, residual=None, store_residual=True, x_bias=None,
+            quant=None, smooth_scale=None, quant_scale=None, scale_dtype="fp32",
+            weight_offset=0.0, return_rstd=False):
+    """normgen.rmsnorm's semantics on host arrays: y = h / sqrt(mean(h^2) + eps) * (gamma +
+    weight_offset) (gamma None: no scale), then smooth scale and quantization."""
+    h = fused_input(x, residual, x_bias)
+    h64 = h.astype(np.float64)
+    mean, rstd = stats("rmsnorm", h64, eps)
+    y = _apply("rmsnorm", h64, mean, rstd, gamma, None, weight_offset)
+    return _finish(y, h.dtype, h, residual, store_residual, quant, smooth_scale, quant_scale,
+                   scale_dtype, None, rstd, return_rstd)

@@ -102,8 +102,6 @@ def invalid_reason(spec: KernelSpec) -> Optional[str]:
                     "shared-memory staging; the two-pass instance serves it")
     if s.pipeline == Pipeline.TWO_PASS and s.bucket is not None:
         return "a two-pass instance serves every N and has no bucket"
-    if s.norm != Norm.LAYERNORM:
-        return "rmsnorm is not implemented yet"
     return None
 
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # On the GPU machine: the GPU test suite, logs under $OUT, a short summary last.
 # Usage: bash scripts/device_suite.sh [pytest args...]   (default: tests)
-# With EXTRA=1 (the default) it also runs test_gpu_layernorm.py over each selection in
+# With EXTRA=1 (the default) it also runs test_gpu_instances.py over each selection in
 # scripts/extra_selections.txt, generated into a folder of its own. LIMIT (seconds, default
 # none) interrupts pytest so that it still reports what failed so far.
 set -uo pipefail
@@ -18,7 +18,7 @@ if [ "${EXTRA:-1}" = 1 ]; then
     i=$((i + 1)); dir="$OUT/extra$i"
     eval "python3 generate.py --out $dir $flags" > "$OUT/extra$i.log" 2>&1
     NORMGEN_GENERATED_DIR="$dir" run python3 -m pytest -q -p no:cacheprovider --maxfail=10 -rfE \
-      tests/test_gpu_layernorm.py --select "$flags" >> "$OUT/extra$i.log" 2>&1
+      tests/test_gpu_instances.py --select "$flags" >> "$OUT/extra$i.log" 2>&1
     echo "extra $i ($flags): $(tail -1 "$OUT/extra$i.log")"; rm -rf "$dir"
   done < scripts/extra_selections.txt
 fi

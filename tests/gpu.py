@@ -10,7 +10,7 @@ import pytest
 
 from normgen import reference
 from normgen.spec import KernelSpec
-from normgen.types import QMAX, QUANT_NAMES, DType, FusedAdd, NormOutput, Pipeline, Quant
+from normgen.types import QMAX, QUANT_NAMES, DType, FusedAdd, Norm, NormOutput, Pipeline, Quant
 
 
 @functools.cache
@@ -60,7 +60,9 @@ class Case:
     kind: str  # see make_inputs
     pad: int  # extra elements between rows (0: contiguous)
     seed: int
-    call: Optional[KernelSpec] = None  # what is fused (semantics only); None: plain LayerNorm
+    call: Optional[KernelSpec] = None  # the call's semantics (see semantics); None: plain LayerNorm
+    weight_offset: float = 0.0  # RMSNorm: gamma + weight_offset
+    gamma: bool = True  # RMSNorm: False passes gamma=None (no scale)
 
 
 KINDS = ("normal", "offset")  # every instance, every shape
@@ -73,12 +75,24 @@ def semantics(spec: KernelSpec) -> KernelSpec:
     return replace(spec, pipeline=Pipeline.TWO_PASS, bucket=None, vec=1)
 
 
-def call_args(spec: Optional[KernelSpec], inputs: dict) -> tuple[tuple, dict]:
-    """The positional and keyword arguments of the normgen (and reference) call an instance
-    serves, from a dict of inputs by name (device or host arrays)."""
-    kw: dict = {"eps": 1e-5}
+EPS = {Norm.LAYERNORM: 1e-5, Norm.RMSNORM: 1e-6}
+
+
+def call_args(spec: Optional[KernelSpec], inputs: dict, case: Optional[Case] = None
+              ) -> tuple[str, tuple, dict]:
+    """The function name (normgen's and the reference's) and the positional and keyword
+    arguments of the call an instance serves (spec None: plain LayerNorm with its
+    statistics), from a dict of inputs by name (device or host arrays)."""
     if spec is None:
-        return (inputs["x"], inputs["gamma"], inputs["beta"]), {**kw, "return_mean_rstd": True}
+        args = (inputs["x"], inputs["gamma"], inputs["beta"])
+        return "layernorm", args, {"eps": EPS[Norm.LAYERNORM], "return_mean_rstd": True}
+    kw: dict = {"eps": EPS[spec.norm]}
+    if spec.norm == Norm.LAYERNORM:
+        args = (inputs["x"], inputs["gamma"], inputs["beta"])
+    else:
+        args = (inputs["x"], inputs["gamma"] if case is None or case.gamma else None)
+        if case is not None and case.weight_offset:
+            kw["weight_offset"] = case.weight_offset
     if spec.fused_add != FusedAdd.NONE:
         kw["residual"] = inputs["residual"]
         kw["store_residual"] = spec.fused_add == FusedAdd.STORE
@@ -93,8 +107,8 @@ def call_args(spec: Optional[KernelSpec], inputs: dict) -> tuple[tuple, dict]:
         if spec.smooth is not None:
             kw["smooth_scale"] = inputs["smooth_scale"][spec.smooth]
     if spec.save_stats:
-        kw["return_mean_rstd"] = True
-    return (inputs["x"], inputs["gamma"], inputs["beta"]), kw
+        kw["return_mean_rstd" if spec.norm == Norm.LAYERNORM else "return_rstd"] = True
+    return spec.norm.value, args, kw
 
 
 QUANT_NAME = {dt: name for name, dt in QUANT_NAMES.items()}
@@ -169,14 +183,15 @@ class Expected:
 def expected(case: Case) -> Expected:
     dev = make_inputs(case)
     host = _host(dev)
-    args, kw = call_args(case.call, host)
-    ref = reference.layernorm(*args, **kw)
+    fn, args, kw = call_args(case.call, host, case)
+    ref = getattr(reference, fn)(*args, **kw)
     if not isinstance(ref, NormOutput):
         ref = NormOutput(ref)
     y64 = None
     if case.call is not None and case.call.quant != Quant.NONE:
         h = reference.fused_input(host["x"], kw.get("residual"), kw.get("x_bias"))
-        y64 = reference.normalized("layernorm", h, *args[1:], 1e-5)
+        beta = args[2] if fn == "layernorm" else None
+        y64 = reference.normalized(fn, h, args[1], beta, kw["eps"], kw.get("weight_offset", 0.0))
         if "smooth_scale" in kw:
             y64 = y64 * kw["smooth_scale"].astype(np.float64)
     return Expected(dev, ref, y64)
@@ -215,9 +230,13 @@ def assert_close(y, ref, dtype: DType, what: str):
 
 
 def assert_stats(mean, rstd, ref_mean, ref_rstd, what: str):
+    """mean (None for RMSNorm) and rstd against the reference's."""
     import cupy
 
-    np.testing.assert_allclose(cupy.asnumpy(mean), ref_mean, rtol=1e-5, atol=1e-6, err_msg=what)
+    if ref_mean is None:
+        assert mean is None, what
+    else:
+        np.testing.assert_allclose(cupy.asnumpy(mean), ref_mean, rtol=1e-5, atol=1e-6, err_msg=what)
     np.testing.assert_allclose(cupy.asnumpy(rstd), ref_rstd, rtol=1e-5, err_msg=what)
 
 

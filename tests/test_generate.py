@@ -33,14 +33,22 @@ def test_default_set_is_listed_and_is_the_common_set():
     assert {s.save_stats for s in specs} == {True, False}
     assert {s.w == s.x for s in specs} == {True, False}
     assert {s.bucket for s in specs if s.bucket} == {int(b) for b in AXES["bucket"].values}
-    # the inference fusions, for fp16/bf16 at 16-byte vectors, every bucket and two-pass
-    fused = [s for s in specs if s.fused_add or s.quant.value != "none"]
+    # the LayerNorm inference fusions, for fp16/bf16 at 16-byte vectors, every bucket and two-pass
+    ln = [s for s in specs if s.norm.value == "layernorm"]
+    fused = [s for s in ln if s.fused_add or s.quant.value != "none"]
     assert {(s.fused_add, s.quant.value, s.out.value, s.smooth) for s in fused if s.x.value == "bf16"
             and s.pipeline.value == "2p"} == {
         (add, q, out, sm) for add in (0, 1) for q, out in (("none", "bf16"), ("dq", "int8"), ("dq", "fp8"))
         for sm in (None, DType.FP32) if (add, q) != (0, "none") and not (q == "none" and sm)}
     assert {s.x.value for s in fused} == {"fp16", "bf16"} and {s.vec for s in fused} == {8}
     assert len({s.bucket for s in fused}) == len(AXES["bucket"].values) + 1  # + None: two-pass
+    # RMSNorm as LLM inference runs it: plain, add and store, dynamic or static int8/fp8
+    rms = [s for s in specs if s.norm.value == "rmsnorm"]
+    assert {(s.x.value, s.fused_add, s.quant.value, s.out.value) for s in rms} == {
+        (x, add, q, out) for x in ("fp16", "bf16") for add in (0, 1)
+        for q, out in [("none", x)] + [(m, o) for m in ("dq", "sq") for o in ("int8", "fp8")]}
+    assert {(s.w == s.x, s.vec, s.smooth, s.x_bias, s.save_stats) for s in rms} == {(True, 8, None, False, False)}
+    assert len({s.bucket for s in rms}) == len(AXES["bucket"].values) + 1
 
 
 @pytest.mark.parametrize("flag, value, check, within_default", [
@@ -51,7 +59,8 @@ def test_default_set_is_listed_and_is_the_common_set():
     ("--bucket", "64,8192", lambda s: s.bucket in (64, 8192) or s.pipeline.value == "2p", True),
     ("--vec", "1", lambda s: s.vec == 1, False),  # the fusions at scalar access too
     ("--vec", "max", lambda s: s.vec == s.x.vmax, True),
-    ("--norm", "layernorm", lambda s: s.norm.value == "layernorm", True),
+    ("--norm", "layernorm", lambda s: s.norm.value == "layernorm", False),  # + static-quant LayerNorm
+    ("--norm", "rmsnorm", lambda s: s.norm.value == "rmsnorm", False),  # + plain fp32, smooth, stats
     ("--fused-add", "0", lambda s: s.fused_add == 0, True),
     ("--fused-add", "1", lambda s: s.fused_add == 1, False),
     ("--fused-add", "2", lambda s: s.fused_add == 2, False),
@@ -81,9 +90,9 @@ def test_save_mv_flags():
 
 def test_filter_and_exclude_globs():
     assert names("--filter", "layernorm_fwd_bf16_nb4096_1p_v8_mv") == ["layernorm_fwd_bf16_nb4096_1p_v8_mv"]
-    two = names("--filter", "*_fp16_nb64_1p_*", "--filter", "*_fp32_2p_v4")
+    two = names("--filter", "layernorm_*_fp16_nb64_1p_*", "--filter", "*_fp32_2p_v4")
     assert set(two) == {f"layernorm_fwd_fp16_nb64_1p_v{v}{mv}" for v in (1, 2, 4, 8)
-                        for mv in ("", "_mv")} | {"layernorm_fwd_fp32_2p_v4"}
+                        for mv in ("", "_mv")} | {"layernorm_fwd_fp32_2p_v4", "rmsnorm_fwd_fp32_2p_v4"}
     kept = names("--prec", "bf16", "--exclude", "*_mv", "--exclude", "*_v1*")
     assert kept and all(not n.endswith("_mv") and "_v1" not in n for n in kept)
 

@@ -10,7 +10,10 @@ from normgen import dispatch, reference
 from normgen.codegen import GENERATED
 from normgen.types import DType
 
-from .gpu import Case, assert_bits_equal, assert_close, expected, poisoned_allocations, requires_gpu
+from .gpu import (
+    Case, assert_bits_equal, assert_close, assert_codes, assert_scales, expected, poisoned_allocations,
+    requires_gpu,
+)
 
 pytestmark = requires_gpu
 
@@ -301,3 +304,72 @@ def test_strided_residual_and_zero_rows(seed):
     assert_bits_equal(out.residual, want.residual, "strided residual")
     assert bool((out.y[1] == 0).all()) and bool((out.scale[1] > 0).all()), "zero rows: zero codes, scale > 0"
     assert not bool(cupy.isnan(out.scale.astype(cupy.float32)).any())
+
+
+# ---- RMSNorm ----------------------------------------------------------------------------------
+def test_rmsnorm_torch_matches_reference_and_torch(seed):
+    torch = _torch()
+    import cupy
+
+    gen = torch.Generator(device="cuda").manual_seed(seed)
+    x = torch.randn(7, 2 * 4096, device="cuda", dtype=torch.bfloat16, generator=gen)[:, :4096]
+    g = torch.randn(4096, device="cuda", dtype=torch.bfloat16, generator=gen)
+    y = normgen.rmsnorm(x, g)
+    assert isinstance(y, torch.Tensor) and y.dtype == torch.bfloat16 and y.shape == x.shape
+    host = [cupy.asnumpy(cupy.from_dlpack(t.contiguous())) for t in (x, g)]
+    assert_close(cupy.from_dlpack(y), cupy.asarray(reference.rmsnorm(*host, 1e-6)), DType.BF16, "torch rmsnorm")
+    ref = torch.nn.functional.rms_norm(x.float(), (4096,), g.float(), 1e-6)
+    assert torch.allclose(y.float(), ref, atol=2e-2, rtol=1e-2)
+
+
+def test_rmsnorm_gamma_none_offset_and_rstd(seed):
+    import cupy
+
+    rng = cupy.random.default_rng(seed)
+    x = rng.standard_normal((5, 1000), dtype=cupy.float32).astype(cupy.float16)
+    g = (0.1 * rng.standard_normal(1000, dtype=cupy.float32)).astype(cupy.float16)
+    hx, hg = cupy.asnumpy(x), cupy.asnumpy(g)
+    assert_close(normgen.rmsnorm(x), cupy.asarray(reference.rmsnorm(hx)), DType.FP16, "gamma None")
+    out = normgen.rmsnorm(x, g, weight_offset=1.0, eps=1e-5, return_rstd=True)
+    assert isinstance(out, normgen.NormOutput) and out.mean is None and out.rstd.shape == (5,)
+    want = reference.rmsnorm(hx, hg, 1e-5, weight_offset=1.0, return_rstd=True)
+    assert_close(out.y, cupy.asarray(want.y), DType.FP16, "weight_offset 1")
+    np.testing.assert_allclose(cupy.asnumpy(out.rstd), want.rstd, rtol=1e-5)
+    with pytest.raises(ValueError, match="gamma is None"):
+        normgen.rmsnorm(x, weight_offset=1.0)
+    with pytest.raises(ValueError, match="weight_offset must be a finite"):
+        normgen.rmsnorm(x, g, weight_offset=float("nan"))
+    with pytest.raises(TypeError, match="gamma must have dtype"):
+        normgen.rmsnorm(x, g.astype(cupy.float64))
+
+
+def test_vllm_and_ck_calls_are_served_by_the_default_set(seed):
+    """The README's table: each inference engine call maps to one normgen call that the
+    default set serves, with the reference's results."""
+    import cupy
+
+    rng = cupy.random.default_rng(seed)
+    x = rng.standard_normal((9, 4096), dtype=cupy.float32).astype(DType.BF16.numpy)
+    r = rng.standard_normal((9, 4096), dtype=cupy.float32).astype(x.dtype)
+    g = (1 + 0.5 * rng.standard_normal(4096, dtype=cupy.float32)).astype(x.dtype)
+    qs = cupy.asarray([0.02], cupy.float32)
+    hx, hr, hg = cupy.asnumpy(x), cupy.asnumpy(r), cupy.asnumpy(g)
+    # vLLM fused_add_rms_norm (ck fadd=1): the sum and the normalized sum
+    out = normgen.rmsnorm(x, g, residual=r)
+    want = reference.rmsnorm(hx, hg, residual=hr)
+    assert_bits_equal(out.residual, want.residual, "fused_add_rms_norm residual")
+    assert_close(out.y, cupy.asarray(want.y), DType.BF16, "fused_add_rms_norm y")
+    # vLLM rms_norm_static_fp8_quant: codes only
+    y64 = reference.normalized("rmsnorm", hx, hg, None, 1e-6)
+    q = normgen.rmsnorm(x, g, quant="fp8_e4m3", quant_scale=qs)
+    assert q.dtype == cupy.uint8 and q.shape == x.shape
+    assert_codes(q, y64 / float(cupy.asnumpy(qs)[0]), DType.FP8, "rms_norm_static_fp8_quant")
+    # vLLM rms_norm_dynamic_per_token_quant, with the residual (ck fadd=1 + fquant dynamic)
+    y64 = reference.normalized("rmsnorm", reference.fused_input(hx, hr), hg, None, 1e-6)
+    for quant, out_dt in (("fp8_e4m3", DType.FP8), ("int8", DType.INT8)):
+        out = normgen.rmsnorm(x, g, residual=r, quant=quant)
+        want = reference.rmsnorm(hx, hg, residual=hr, quant=quant)
+        assert_bits_equal(out.residual, want.residual, quant)
+        assert_scales(out.scale, want.scale, quant)
+        scale = cupy.asnumpy(out.scale).astype(np.float64)[:, None]
+        assert_codes(out.y, y64 / scale, out_dt, f"rms_norm_dynamic_per_token_quant {quant}")

@@ -59,10 +59,10 @@ def test_invalid_combinations_say_why(change, words):
     assert reason and words in reason, reason
 
 
-def test_unimplemented_axes_are_modelled_and_refused():
-    base = dict(norm=Norm.RMSNORM, x=DType.BF16, w=DType.BF16, out=DType.BF16,
-                pipeline=Pipeline.ONE_PASS, bucket=1024, vec=8)
-    assert "not implemented" in invalid_reason(KernelSpec(**base))
+def test_rmsnorm_is_an_instance_wherever_layernorm_is():
+    ln = [s for s in EVERY if s.norm == Norm.LAYERNORM]
+    rms = {s.name for s in EVERY if s.norm == Norm.RMSNORM}
+    assert ln and {s.name.replace("layernorm", "rmsnorm", 1) for s in ln} == rms
 
 
 def test_every_fusion_is_an_instance_in_both_pipelines():

@@ -1,4 +1,4 @@
-"""GPU: every selected instance against the NumPy reference, and the dispatcher's contract."""
+"""GPU: every selected instance (LayerNorm and RMSNorm) against the NumPy reference."""
 from __future__ import annotations
 
 import zlib
@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from normgen import dispatch, tiles
-from normgen.types import FusedAdd, Pipeline, Quant
+from normgen.types import FusedAdd, Norm, Pipeline, Quant
 
 from .conftest import source_dir
 from .gpu import (
@@ -37,15 +37,16 @@ def _n_cases(spec):
 def _cases(spec, seed):
     """Plain instances: M = 1000 up to N = 8192 and at N_VALUES, else 64 (a quick
     reference). Fused instances (many more, sharing the plain ones' row walk): M = 256 up to
-    N = 8192, else 64; and the special kinds at the instance's largest N."""
+    N = 8192, else 16; and the special kinds at the instance's largest N. RMSNorm also
+    without gamma and with weight_offset = 1 (Gemma's 1 + gamma) there."""
     plain = spec.fused_add == FusedAdd.NONE and not spec.x_bias and spec.quant == Quant.NONE
-    call = None if plain else semantics(spec)
+    call = None if plain and spec.norm == Norm.LAYERNORM else semantics(spec)
     ns = _n_cases(spec)
     for n in ns:
         if plain:
             big = 1000 if n <= 8192 or n in N_VALUES else 64
-        else:
-            big = 256 if n <= 8192 else 64
+        else:  # above 8192 a few rows hold millions of elements; the row walk is the plain one's
+            big = 256 if n <= 8192 else 16
         for m in M_VALUES[:-1] + (big,):
             for kind in KINDS if m else KINDS[:1]:
                 pad = 0 if m <= 1 else 8  # rows of x are a slice of wider rows
@@ -53,6 +54,9 @@ def _cases(spec, seed):
     if not plain:
         for kind in SPECIAL_KINDS:
             yield Case(spec.x, spec.w, ns[-1], 3, kind, 8, seed ^ zlib.crc32(kind.encode()), call)
+    if spec.norm == Norm.RMSNORM:
+        yield Case(spec.x, spec.w, ns[-1], 3, "offset", 8, seed ^ 1, call, gamma=False)
+        yield Case(spec.x, spec.w, ns[-1], 3, "normal", 8, seed ^ 2, call, weight_offset=1.0)
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -80,11 +84,12 @@ def test_instance_against_reference(only, seed):
     spec = only
     for case in _cases(spec, seed):
         e = expected(case)
-        what = f"{spec.name} N={case.n} M={case.m} {case.kind} pad={case.pad} seed={seed}"
+        what = (f"{spec.name} N={case.n} M={case.m} {case.kind} pad={case.pad} seed={seed}"
+                f"{'' if case.gamma else ' gamma=None'} weight_offset={case.weight_offset}")
         assert dispatch.choose(semantics(spec), case.n, spec.vec) == spec, what
-        args, kw = call_args(case.call or spec, e.inputs)
+        fn, args, kw = call_args(spec, e.inputs, case)
         with poisoned_allocations():
-            out = normgen.layernorm(*args, **kw)
+            out = getattr(normgen, fn)(*args, **kw)
         if not isinstance(out, normgen.NormOutput):
             out = normgen.NormOutput(out)
         ref = e.ref
@@ -102,5 +107,7 @@ def test_instance_against_reference(only, seed):
         else:
             assert out.residual is None, what
         if spec.save_stats:
-            assert out.mean.shape == out.rstd.shape == (case.m,)
+            assert out.rstd.shape == (case.m,), what
+            if spec.norm == Norm.RMSNORM:
+                assert out.mean is None, what
             assert_stats(out.mean, out.rstd, ref.mean, ref.rstd, what)
