@@ -100,9 +100,12 @@ def _cupy_view(a: cupy.ndarray, arg: str) -> View:
                 BY_NUMPY.get(a.dtype), a.device.id, False)
 
 
-def empty(like: View, shape: tuple, dtype: DType):
-    """An uninitialized contiguous output on like's device, of like's kind."""
+def empty(like: View, shape: tuple, dtype: DType, like_x: bool = False):
+    """An uninitialized contiguous output on like's device, of like's kind. like_x: like
+    is contiguous and the output has its shape and dtype (torch's fastest allocation)."""
     if like.torch:
+        if like_x:
+            return _torch.empty_like(like.obj)
         return like.obj.new_empty(shape, dtype=_TO_TORCH[dtype])
     np_dtype = _CUPY_DTYPES.get(dtype, dtype.numpy)
     if like.device == runtime.getDevice():

@@ -323,8 +323,9 @@ def _norm(norm, x, gamma, beta, eps, residual, store_residual, x_bias, quant, sm
                                  f"quant='fp8_e4m3', or drop {arg}")
 
     lead = xv.shape[:-1]
-    y = arrays.empty(xv, xv.shape, out)
-    res_out = arrays.empty(xv, xv.shape, xv.dtype) if fused_add == FusedAdd.STORE else None
+    dense = so == 0 and (si == n or rows <= 1)  # x's rows are contiguous
+    y = arrays.empty(xv, xv.shape, out, dense and out is xv.dtype)
+    res_out = arrays.empty(xv, xv.shape, xv.dtype, dense) if fused_add == FusedAdd.STORE else None
     scale = arrays.empty(xv, lead, sdt) if mode == Quant.DYNAMIC else None
     mean = arrays.empty(xv, lead, DType.FP32) if return_stats and norm == Norm.LAYERNORM else None
     rstd = arrays.empty(xv, lead, DType.FP32) if return_stats else None

@@ -140,11 +140,12 @@ def select(sel: Selection = Selection()) -> list[KernelSpec]:
     chosen = {}
     for spec in _enumerate(sel):
         name = spec.name
-        if name in chosen or invalid_reason(spec):
+        if name in chosen:
             continue
+        # the globs first: with --filter every axis ranges, and most names do not match
         if sel.include and not any(fnmatch.fnmatchcase(name, g) for g in sel.include):
             continue
-        if any(fnmatch.fnmatchcase(name, g) for g in sel.exclude):
+        if any(fnmatch.fnmatchcase(name, g) for g in sel.exclude) or invalid_reason(spec):
             continue
         chosen[name] = spec
     return [chosen[n] for n in sorted(chosen)]

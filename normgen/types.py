@@ -11,6 +11,8 @@ import numpy as np
 class DType(enum.Enum):
     """Element types; the value is the short name used in instance names and CLI flags."""
 
+    __hash__ = object.__hash__  # members are singletons: hash by identity, in C (per-call keys hash several)
+
     FP32 = "fp32"
     FP16 = "fp16"
     BF16 = "bf16"
@@ -61,6 +63,8 @@ BY_NUMPY = {dt.numpy: dt for dt in DType}
 
 
 class Norm(enum.Enum):
+    __hash__ = object.__hash__  # members are singletons: hash by identity, in C (per-call keys hash several)
+
     LAYERNORM = "layernorm"
     RMSNORM = "rmsnorm"
 
@@ -71,6 +75,8 @@ class Norm(enum.Enum):
 
 class Pipeline(enum.Enum):
     """ONE_PASS holds the whole row on chip; TWO_PASS streams it: statistics, then re-read."""
+
+    __hash__ = object.__hash__  # members are singletons: hash by identity, in C (per-call keys hash several)
 
     ONE_PASS = "1p"
     TWO_PASS = "2p"
@@ -91,6 +97,8 @@ class FusedAdd(enum.IntEnum):
 class Quant(enum.Enum):
     """Fused output quantization. ck_tile's fquant=1 is DYNAMIC with a smooth scale,
     fquant=2 is DYNAMIC without one; STATIC divides by a given scalar scale."""
+
+    __hash__ = object.__hash__  # members are singletons: hash by identity, in C (per-call keys hash several)
 
     NONE = "none"
     DYNAMIC = "dq"
