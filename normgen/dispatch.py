@@ -76,11 +76,26 @@ def choose(call: KernelSpec, n: int, vec_align: int) -> KernelSpec:
 
 
 def _resolve(key) -> runtime.Kernel:
-    device, n, vec_align, *fields = key
-    call = KernelSpec(*fields, pipeline=Pipeline.TWO_PASS, bucket=None, vec=1)
-    kernel = runtime.load(choose(call, n, vec_align), GENERATED_DIR, device)
+    kernel = runtime.load(instance_for(key), GENERATED_DIR, key[0])
     _kernels[key] = kernel
     return kernel
+
+
+def instance_for(key) -> KernelSpec:
+    """The instance that serves a call key (see _norm)."""
+    device, n, vec_align, norm, x, w, *fields = key
+    # w None: no gamma or beta, so an instance of either weight precision serves (x's first)
+    first = None
+    for wd in (x, DType.FP32) if w is None else (w,):
+        try:
+            spec = choose(KernelSpec(norm, x, wd, *fields, pipeline=Pipeline.TWO_PASS,
+                                     bucket=None, vec=1), n, vec_align)
+            break
+        except MissingInstanceError as e:
+            first = first or e
+    else:
+        raise first
+    return spec
 
 
 # ---- argument checks ----------------------------------------------------------------------
@@ -266,7 +281,7 @@ def _norm(norm, x, gamma, beta, eps, residual, store_residual, x_bias, quant, sm
     n = _check_x(xv)
     aligned = []  # inputs whose alignment bounds the vector width
     gptr = bptr = rptr = xbptr = smptr = qptr = 0
-    wdt = xv.dtype
+    wdt = None  # the weights' precision; None: no gamma (nor beta)
     if gamma is not None:
         gv = arrays.view(gamma, "gamma")
         _vector(gv, "gamma", n, xv, (xv.dtype, DType.FP32))
@@ -274,8 +289,8 @@ def _norm(norm, x, gamma, beta, eps, residual, store_residual, x_bias, quant, sm
         aligned.append(gv)
     if beta is not None:
         bv = arrays.view(beta, "beta")
-        _vector(bv, "beta", n, xv, (wdt,))
-        bptr = bv.ptr
+        _vector(bv, "beta", n, xv, (wdt,) if wdt else (xv.dtype, DType.FP32))
+        bptr, wdt = bv.ptr, bv.dtype
         aligned.append(bv)
     e = _eps(eps)
     rows, inner, so, si = _rows(xv)

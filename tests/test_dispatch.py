@@ -96,3 +96,21 @@ def test_choice_and_missing_instance_message(tmp_path):
         assert str(info.value).endswith(f"--out {tmp_path}")
     finally:
         dispatch.use_generated(GENERATED)
+
+
+def test_no_weights_take_an_instance_of_either_weight_precision():
+    from normgen.codegen import GENERATED
+
+    wfp32 = KernelSpec(Norm.RMSNORM, DType.BF16, DType.FP32, DType.BF16, pipeline=Pipeline.ONE_PASS,
+                       bucket=1024, vec=8)
+    # (device, n, vec, norm, x, w, out, fused_add, x_bias, quant, smooth, scale, save_stats)
+    key = (0, 1000, 8, Norm.RMSNORM, DType.BF16, None, DType.BF16, FusedAdd.NONE, False,
+           Quant.NONE, None, None, False)
+    try:
+        dispatch.use_generated(GENERATED, registry={wfp32.key: wfp32.name})
+        assert dispatch.instance_for(key) == wfp32  # gamma None: the fp32-weight instance serves
+        with pytest.raises(dispatch.MissingInstanceError, match="rmsnorm_fwd_bf16_nb1024_1p_v8'"):
+            dispatch.use_generated(GENERATED, registry={})
+            dispatch.instance_for(key)  # the message names the x-precision instance
+    finally:
+        dispatch.use_generated(GENERATED)
