@@ -58,10 +58,12 @@ def _selection(include, exclude, save_mv, **axes) -> Selection:
 def main(out: Path, list_only: bool, check: bool, include, exclude, save_mv, **axes):
     """Generate normgen kernel instances (.cu) and their dispatch registry.
 
-    Without flags: the default set, the union of two families -- plain LayerNorm (each
-    axis at its default below), and the common inference fusions (fp16/bf16, add and store
-    0/1, quant none/int8/fp8 dynamic, smooth none/fp32, 16-byte vectors). An axis flag sets
-    that axis in both; --filter makes the axes not given range over all their values."""
+    Without flags: the default set, the union of three families -- plain LayerNorm (each
+    axis at its default below); the LayerNorm inference fusions (fp16/bf16, add and store
+    0/1, quant none/int8/fp8 dynamic, smooth none/fp32, 16-byte vectors); and RMSNorm for
+    LLM inference (fp16/bf16, add and store 0/1, quant none/int8/fp8 dynamic or static,
+    16-byte vectors). An axis flag sets that axis in every family; --filter makes the axes
+    not given range over all their values."""
     try:
         specs = select(_selection(include, exclude, save_mv, **axes))
     except SelectionError as e:
