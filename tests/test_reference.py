@@ -128,3 +128,42 @@ def test_static_quant_and_smooth_scale():
     # normalized: x / sqrt(5); times smooth; over 0.01; rounded and clamped
     want = np.clip(np.rint(x[0] / np.sqrt(5) * sm / np.float64(np.float32(0.01))), -128, 127)
     assert y.tolist() == [want.astype(np.int8).tolist()]
+
+
+@pytest.mark.parametrize("n", [1, 7, 333])
+def test_rmsnorm_matches_a_formula_by_hand(n):
+    rng = np.random.default_rng(n)
+    x = (rng.standard_normal((3, n)) * 3 + 10).astype(np.float32)
+    g = rng.standard_normal(n).astype(np.float32)
+    y, _, _, mean, rstd = reference.rmsnorm(x, g, 1e-6, return_rstd=True)
+    assert mean is None and rstd.dtype == np.float32
+    for i in range(3):
+        row = [float(v) for v in x[i]]
+        r = 1 / math.sqrt(math.fsum(v * v for v in row) / n + 1e-6)
+        want = [v * r * float(w) for v, w in zip(row, g)]
+        np.testing.assert_array_equal(y[i], np.array(want, dtype=np.float32))
+        assert rstd[i] == np.float32(r)
+
+
+def test_rmsnorm_gamma_none_and_weight_offset_in_float32():
+    x = np.linspace(-2, 3, 40, dtype=np.float32).reshape(2, 20).astype(np.float16)
+    np.testing.assert_array_equal(reference.rmsnorm(x), reference.rmsnorm(x, np.ones(20, np.float16)))
+    # 1 + 2**-30 is 1 in float32: the offset is added in float32, as the kernel does
+    g = np.full(20, 2.0**-30, dtype=np.float32)
+    np.testing.assert_array_equal(reference.rmsnorm(x, g, weight_offset=1.0), reference.rmsnorm(x))
+    g = np.full(20, 0.5, dtype=np.float32)
+    np.testing.assert_array_equal(reference.rmsnorm(x, g, weight_offset=1.0),
+                                  reference.rmsnorm(x, np.full(20, 1.5, np.float32)))
+
+
+def test_rmsnorm_fusions_follow_the_layernorm_rules():
+    rng = np.random.default_rng(5)
+    x, r = (rng.standard_normal((4, 64)).astype(ml_dtypes.bfloat16) for _ in range(2))
+    g = rng.standard_normal(64).astype(ml_dtypes.bfloat16)
+    out = reference.rmsnorm(x, g, residual=r, quant="int8")
+    h = reference.fused_input(x, r)
+    np.testing.assert_array_equal(out.residual, h)
+    y64 = reference.normalized("rmsnorm", h, g, None, 1e-6)
+    codes, scales = reference.quantize(y64, "int8")
+    np.testing.assert_array_equal(out.y, codes)
+    np.testing.assert_array_equal(out.scale, scales)
