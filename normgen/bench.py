@@ -75,65 +75,61 @@ def host_cost_us(fn, calls: int = 2000, rounds: int = 5) -> float:
     return statistics.median(per)
 
 
+def _side_by_side(ours, unfused, *args) -> dict:
+    """normgen's call, and torch eager and torch.compile of the unfused sequence on args."""
+    torch = _torch()
+    torch._dynamo.reset()  # a fresh compile per shape: never the recompile-limit fallback to eager
+    compiled = torch.compile(unfused, dynamic=False)
+    return {"normgen": ours, "torch": lambda: unfused(*args), "torch.compile": lambda: compiled(*args)}
+
+
+def _quant_in_torch(quant: str):
+    """Dynamic per-row quantization to int8 or fp8 in torch: (codes, float32 scales)."""
+    torch = _torch()
+    qmax, qdt = (127.0, torch.int8) if quant == "int8" else (448.0, torch.float8_e4m3fn)
+
+    def quantize(y):
+        y = y.float()
+        s = (y.abs().amax(-1, keepdim=True) / qmax).clamp_min(1.1754944e-38)
+        q = y / s
+        q = q.round().clamp(-128, 127) if quant == "int8" else q.clamp(-448, 448)
+        return q.to(qdt), s
+
+    return quantize
+
+
 def layernorm_impls(x, g, b):
     import normgen
 
-    torch = _torch()
-    F = torch.nn.functional
+    F = _torch().nn.functional
     n = x.shape[-1]
-    torch._dynamo.reset()  # a fresh compile per shape: never the recompile-limit fallback to eager
-    compiled = torch.compile(lambda x, g, b: F.layer_norm(x, (n,), g, b, 1e-5), dynamic=False)
-    return {
-        "normgen": lambda: normgen.layernorm(x, g, b, eps=1e-5),
-        "torch": lambda: F.layer_norm(x, (n,), g, b, 1e-5),
-        "torch.compile": lambda: compiled(x, g, b),
-    }
+    return _side_by_side(lambda: normgen.layernorm(x, g, b, eps=1e-5),
+                         lambda x, g, b: F.layer_norm(x, (n,), g, b, 1e-5), x, g, b)
 
 
 def add_layernorm_impls(x, r, g, b):
     """Residual add + LayerNorm, returning the sum and y (ck fadd=1, vLLM fused_add_*)."""
     import normgen
 
-    torch = _torch()
-    F = torch.nn.functional
+    F = _torch().nn.functional
     n = x.shape[-1]
 
     def unfused(x, r, g, b):
         h = x + r
         return h, F.layer_norm(h, (n,), g, b, 1e-5)
 
-    torch._dynamo.reset()
-    compiled = torch.compile(unfused, dynamic=False)
-    return {
-        "normgen": lambda: normgen.layernorm(x, g, b, eps=1e-5, residual=r),
-        "torch": lambda: unfused(x, r, g, b),
-        "torch.compile": lambda: compiled(x, r, g, b),
-    }
+    return _side_by_side(lambda: normgen.layernorm(x, g, b, eps=1e-5, residual=r), unfused, x, r, g, b)
 
 
 def quant_layernorm_impls(x, g, b, quant: str):
     """LayerNorm + dynamic per-row quantization to int8 or fp8 (codes and float32 scales)."""
     import normgen
 
-    torch = _torch()
-    F = torch.nn.functional
+    F = _torch().nn.functional
     n = x.shape[-1]
-    qmax, qdt = (127.0, torch.int8) if quant == "int8" else (448.0, torch.float8_e4m3fn)
-
-    def unfused(x, g, b):
-        y = F.layer_norm(x, (n,), g, b, 1e-5).float()
-        s = (y.abs().amax(-1, keepdim=True) / qmax).clamp_min(1.1754944e-38)
-        q = y / s
-        q = q.round().clamp(-128, 127) if quant == "int8" else q.clamp(-448, 448)
-        return q.to(qdt), s
-
-    torch._dynamo.reset()
-    compiled = torch.compile(unfused, dynamic=False)
-    return {
-        "normgen": lambda: normgen.layernorm(x, g, b, eps=1e-5, quant=quant),
-        "torch": lambda: unfused(x, g, b),
-        "torch.compile": lambda: compiled(x, g, b),
-    }
+    quantize = _quant_in_torch(quant)
+    return _side_by_side(lambda: normgen.layernorm(x, g, b, eps=1e-5, quant=quant),
+                         lambda x, g, b: quantize(F.layer_norm(x, (n,), g, b, 1e-5)), x, g, b)
 
 
 def rmsnorm_impls(x, r, g, quant=None):
@@ -142,30 +138,18 @@ def rmsnorm_impls(x, r, g, quant=None):
     rms_norm_dynamic_per_token_quant."""
     import normgen
 
-    torch = _torch()
-    F = torch.nn.functional
+    F = _torch().nn.functional
     n = x.shape[-1]
-    qmax, qdt = {None: (None, None), "int8": (127.0, torch.int8),
-                 "fp8_e4m3": (448.0, torch.float8_e4m3fn)}[quant]
+    quantize = _quant_in_torch(quant) if quant else None
 
     def unfused(x, r, g):
         h = x if r is None else x + r
         y = F.rms_norm(h, (n,), g, 1e-6)
-        if quant is None:
-            return y if r is None else (h, y)
-        y = y.float()
-        s = (y.abs().amax(-1, keepdim=True) / qmax).clamp_min(1.1754944e-38)
-        q = y / s
-        q = q.round().clamp(-128, 127) if quant == "int8" else q.clamp(-448, 448)
-        return q.to(qdt), s
+        if quantize:
+            return quantize(y)
+        return y if r is None else (h, y)
 
-    torch._dynamo.reset()
-    compiled = torch.compile(unfused, dynamic=False)
-    return {
-        "normgen": lambda: normgen.rmsnorm(x, g, eps=1e-6, residual=r, quant=quant),
-        "torch": lambda: unfused(x, r, g),
-        "torch.compile": lambda: compiled(x, r, g),
-    }
+    return _side_by_side(lambda: normgen.rmsnorm(x, g, eps=1e-6, residual=r, quant=quant), unfused, x, r, g)
 
 
 # op -> (dtypes, Ns, implementations, bytes that must move for M x N of itemsize bytes)
