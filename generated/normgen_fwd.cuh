@@ -753,16 +753,17 @@ __device__ __forceinline__ void one_pass(const Params& p) {
 
 // ---- one-pass, staged: each cluster block's share of the row in shared memory -------------
 // For the longest rows: the C blocks of a cluster each hold P vectors per thread of the
-// row in shared memory, read in batches of kBatch vectors (64+ bytes in flight per thread).
+// row in shared memory, read in batches of four loads (x's vectors, or x's and the
+// residual's: 64 bytes in flight per thread at 16-byte vectors, within the 64 registers).
 // Few registers, so several blocks share an SM and hide each other's barrier waits. Each
 // thread reads back only the vectors it wrote: the staging needs no barriers of its own.
 template <class K>
 __device__ __forceinline__ void one_pass_staged(const Params& p) {
   using X = typename K::X;
   constexpr int T = K::kThreadsPerRow, C = K::kCluster, V = K::kVec, P = K::kRepeat;
-  constexpr int kBatch = P < 4 ? P : 4;
   constexpr bool kLN = K::kNorm == Norm::LAYERNORM;
   constexpr bool kAdd = K::kFusedAdd != 0;
+  constexpr int kBatch = P < (kAdd ? 2 : 4) ? P : (kAdd ? 2 : 4);
   static_assert(K::kRowsPerBlock == 1 && P % kBatch == 0, "staged tiles serve one row per block");
   constexpr int S = scratch_sets<K>();
   __shared__ ReduceScratch<T, 1, 1> sh_shift[S], sh_max[S];
