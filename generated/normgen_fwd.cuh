@@ -363,14 +363,6 @@ struct Compensated {
   __device__ __forceinline__ float value() const { return sum + err; }
 };
 
-template <Norm kNorm>
-__device__ __forceinline__ Stats finish_stats(float shift, float s1, float s2, int n, float eps) {
-  const float inv_n = 1.f / static_cast<float>(n);
-  const float c = kNorm == Norm::LAYERNORM ? s1 * inv_n : 0.f;
-  const float var = fmaxf(s2 * inv_n - c * c, 0.f);
-  return Stats{shift, c, 1.f / sqrtf(var + eps)};
-}
-
 // Sums a row's statistics reduce: LayerNorm both shifted sums, RMSNorm only the squares.
 template <class K> __host__ __device__ constexpr int stat_sums() { return K::kNorm == Norm::LAYERNORM ? 2 : 1; }
 
@@ -378,12 +370,15 @@ template <class K> __host__ __device__ constexpr int stat_sums() { return K::kNo
 template <class K, int T, int R, int C>
 __device__ __forceinline__ Stats row_stats(float shift, float s1, float s2, ReduceScratch<T, R, stat_sums<K>()>& sh,
                                            int n, float eps) {
-  float s[stat_sums<K>()];
-  s[0] = K::kNorm == Norm::LAYERNORM ? s1 : s2;
-  if constexpr (K::kNorm == Norm::LAYERNORM) s[1] = s2;
-  row_reduce<Sum, T, R, C, stat_sums<K>()>(s, sh);
-  return K::kNorm == Norm::LAYERNORM ? finish_stats<Norm::LAYERNORM>(shift, s[0], s[1], n, eps)
-                                     : finish_stats<Norm::RMSNORM>(shift, 0.f, s[0], n, eps);
+  constexpr int kS = stat_sums<K>();
+  float s[kS];
+  s[kS - 1] = s2;
+  if constexpr (kS == 2) s[0] = s1;
+  row_reduce<Sum, T, R, C, kS>(s, sh);
+  const float inv_n = 1.f / static_cast<float>(n);
+  const float c = kS == 2 ? s[0] * inv_n : 0.f;
+  const float var = fmaxf(s[kS - 1] * inv_n - c * c, 0.f);
+  return Stats{shift, c, 1.f / sqrtf(var + eps)};
 }
 
 // ---- per-column vectors: gamma, beta, x-bias, smooth scale ---------------------------------
@@ -763,7 +758,8 @@ __device__ __forceinline__ void one_pass_staged(const Params& p) {
   constexpr int T = K::kThreadsPerRow, C = K::kCluster, V = K::kVec, P = K::kRepeat;
   constexpr bool kLN = K::kNorm == Norm::LAYERNORM;
   constexpr bool kAdd = K::kFusedAdd != 0;
-  constexpr int kBatch = P < (kAdd ? 2 : 4) ? P : (kAdd ? 2 : 4);
+  constexpr int kPerBatch = kAdd ? 2 : 4;  // vectors: four loads with the residual's
+  constexpr int kBatch = P < kPerBatch ? P : kPerBatch;
   static_assert(K::kRowsPerBlock == 1 && P % kBatch == 0, "staged tiles serve one row per block");
   constexpr int S = scratch_sets<K>();
   __shared__ ReduceScratch<T, 1, 1> sh_shift[S], sh_max[S];

@@ -147,10 +147,14 @@ def _check_x(xv: arrays.View) -> int:
     n = xv.shape[-1]
     if not 1 <= n < 2**31:
         raise ValueError(f"x: the last dimension N must be between 1 and 2**31 - 1, not {n}")
-    if n > 1 and xv.strides[-1] != 1 and math.prod(xv.shape):  # an empty x has no strides to speak of
-        raise ValueError(f"x: the last dimension must be contiguous (stride 1), not stride "
-                         f"{xv.strides[-1]}; pass a contiguous copy of x")
+    _last_dim_contiguous(xv, "x")
     return n
+
+
+def _last_dim_contiguous(v: arrays.View, arg: str) -> None:
+    if v.shape[-1] > 1 and v.strides[-1] != 1 and math.prod(v.shape):  # empty: no strides to speak of
+        raise ValueError(f"{arg}: the last dimension must be contiguous (stride 1), not stride "
+                         f"{v.strides[-1]}; pass a contiguous copy of {arg}")
 
 
 def _eps(eps) -> float:
@@ -181,10 +185,7 @@ def _residual(rv: arrays.View, xv: arrays.View, inner: int) -> tuple[int, int]:
         raise TypeError(f"residual must have x's dtype ({xv.obj.dtype}), not {rv.obj.dtype}")
     if rv.shape != xv.shape:
         raise ValueError(f"residual must have x's shape {xv.shape}, not {rv.shape}")
-    n = xv.shape[-1]
-    if n > 1 and rv.strides[-1] != 1 and math.prod(rv.shape):
-        raise ValueError(f"residual: the last dimension must be contiguous (stride 1), not "
-                         f"stride {rv.strides[-1]}; pass a contiguous copy of residual")
+    _last_dim_contiguous(rv, "residual")
     _, r_inner, so, si = _rows(rv, "residual")
     if so and r_inner != inner:  # two strides, grouped unlike x's rows
         raise ValueError(f"residual: its rows (strides {rv.strides}) cannot be addressed like "

@@ -128,12 +128,8 @@ def layernorm(x, gamma, beta=None, eps=1e-5, *, residual=None, store_residual=Tr
     """normgen.layernorm's semantics on host arrays, in float64 from the inputs' exact
     values: y = (h - mean) / sqrt(var + eps) * gamma + beta (population variance), then
     smooth scale and quantization; results rounded once to their precision."""
-    h = fused_input(x, residual, x_bias)
-    h64 = h.astype(np.float64)
-    mean, rstd = stats("layernorm", h64, eps)
-    y = _apply("layernorm", h64, mean, rstd, gamma, beta, 0.0)
-    return _finish(y, h.dtype, h, residual, store_residual, quant, smooth_scale, quant_scale,
-                   scale_dtype, mean, rstd, return_mean_rstd)
+    return _norm("layernorm", x, gamma, beta, eps, residual, store_residual, x_bias, quant,
+                 smooth_scale, quant_scale, scale_dtype, 0.0, return_mean_rstd)
 
 
 def rmsnorm(x, gamma=None, eps=1e-6, *, residual=None, store_residual=True, x_bias=None,
@@ -141,9 +137,15 @@ def rmsnorm(x, gamma=None, eps=1e-6, *, residual=None, store_residual=True, x_bi
             weight_offset=0.0, return_rstd=False):
     """normgen.rmsnorm's semantics on host arrays: y = h / sqrt(mean(h^2) + eps) * (gamma +
     weight_offset) (gamma None: no scale), then smooth scale and quantization."""
+    return _norm("rmsnorm", x, gamma, None, eps, residual, store_residual, x_bias, quant,
+                 smooth_scale, quant_scale, scale_dtype, weight_offset, return_rstd)
+
+
+def _norm(norm, x, gamma, beta, eps, residual, store_residual, x_bias, quant, smooth_scale,
+          quant_scale, scale_dtype, weight_offset, return_stats):
     h = fused_input(x, residual, x_bias)
     h64 = h.astype(np.float64)
-    mean, rstd = stats("rmsnorm", h64, eps)
-    y = _apply("rmsnorm", h64, mean, rstd, gamma, None, weight_offset)
+    mean, rstd = stats(norm, h64, eps)
+    y = _apply(norm, h64, mean, rstd, gamma, beta, weight_offset)
     return _finish(y, h.dtype, h, residual, store_residual, quant, smooth_scale, quant_scale,
-                   scale_dtype, None, rstd, return_rstd)
+                   scale_dtype, mean if norm == "layernorm" else None, rstd, return_stats)

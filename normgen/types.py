@@ -8,10 +8,15 @@ import ml_dtypes
 import numpy as np
 
 
-class DType(enum.Enum):
-    """Element types; the value is the short name used in instance names and CLI flags."""
+class _Enum(enum.Enum):
+    """Our enums' base: members are singletons, so they hash by identity, in C (the
+    per-call dispatch key hashes several; Enum's own __hash__ is Python code)."""
 
-    __hash__ = object.__hash__  # members are singletons: hash by identity, in C (per-call keys hash several)
+    __hash__ = object.__hash__
+
+
+class DType(_Enum):
+    """Element types; the value is the short name used in instance names and CLI flags."""
 
     FP32 = "fp32"
     FP16 = "fp16"
@@ -62,9 +67,7 @@ QMAX = {DType.INT8: 127.0, DType.FP8: 448.0}  # the largest quantized magnitude
 BY_NUMPY = {dt.numpy: dt for dt in DType}
 
 
-class Norm(enum.Enum):
-    __hash__ = object.__hash__  # members are singletons: hash by identity, in C (per-call keys hash several)
-
+class Norm(_Enum):
     LAYERNORM = "layernorm"
     RMSNORM = "rmsnorm"
 
@@ -73,10 +76,8 @@ class Norm(enum.Enum):
         return "Norm::" + self.name
 
 
-class Pipeline(enum.Enum):
+class Pipeline(_Enum):
     """ONE_PASS holds the whole row on chip; TWO_PASS streams it: statistics, then re-read."""
-
-    __hash__ = object.__hash__  # members are singletons: hash by identity, in C (per-call keys hash several)
 
     ONE_PASS = "1p"
     TWO_PASS = "2p"
@@ -94,11 +95,9 @@ class FusedAdd(enum.IntEnum):
     NO_STORE = 2
 
 
-class Quant(enum.Enum):
+class Quant(_Enum):
     """Fused output quantization. ck_tile's fquant=1 is DYNAMIC with a smooth scale,
     fquant=2 is DYNAMIC without one; STATIC divides by a given scalar scale."""
-
-    __hash__ = object.__hash__  # members are singletons: hash by identity, in C (per-call keys hash several)
 
     NONE = "none"
     DYNAMIC = "dq"
