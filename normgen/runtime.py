@@ -53,7 +53,7 @@ class Kernel:
     rows_per_block: int
     cluster: int  # blocks per row
     smem: int  # dynamic shared memory per block
-    max_groups: int  # enough blocks (clusters) to fill the device; they stride over the rest
+    max_groups: int  # tile.waves times the blocks (clusters) the device holds; they stride over the rest
 
     def launch(self, stream: int, rows: int, *values) -> None:
         """values: the Params fields in params.FIELDS order."""
@@ -124,4 +124,4 @@ def _load(spec: KernelSpec, source_dir: Path, device: int) -> Kernel:
             func.ptr, tile.block_threads, tile.stage_bytes)
         blocks = max(per_sm, 1) * props["multiProcessorCount"]
         return Kernel(spec, module, func.ptr, tile.block_threads, tile.rows_per_block,
-                      tile.cluster, tile.stage_bytes, max(blocks // tile.cluster, 1))
+                      tile.cluster, tile.stage_bytes, max(blocks // tile.cluster, 1) * tile.waves)

@@ -1,6 +1,13 @@
-"""Time alternative one-pass tile shapes for chosen (dtype, N) on the GPU, without touching
-the committed table: each candidate is rendered into a scratch folder and dispatched from
-there. Usage (GPU machine): python scripts/tune_tiles.py"""
+"""Time alternative one-pass tile shapes and grid sizes for chosen (norm, dtype, N) on the
+GPU, without touching the committed table: each candidate is rendered into a scratch folder
+and dispatched from there. Usage (GPU machine): python scripts/tune_tiles.py [NAME ...]
+(names of CANDIDATES' groups; all by default).
+
+A candidate is (threads per row, rows per block, cluster, staged, grid): grid "persistent"
+launches the committed grid (enough blocks to fill the device at full occupancy, striding
+over the rows); "full" one block (cluster) per row group. An optional sixth element names
+a PATCHES entry: text replacements in the rendered header, for trying a kernel change
+before making it."""
 import sys
 import tempfile
 from pathlib import Path
@@ -12,31 +19,118 @@ from normgen import bench, codegen, dispatch, runtime, tiles  # noqa: E402
 from normgen.spec import KernelSpec  # noqa: E402
 from normgen.types import DType, Norm, Pipeline  # noqa: E402
 
-CANDIDATES = {  # (dtype, N): [(threads per block, cluster, staged), ...]
-    (DType.BF16, 65536): [(256, 4, True), (512, 2, True), (256, 2, True), (512, 4, True), (128, 8, True)],
-    (DType.BF16, 131072): [(256, 8, True), (512, 4, True), (256, 4, True), (512, 8, True)],
-    (DType.BF16, 262144): [(512, 8, True), (1024, 8, True), (256, 8, True)],
-    (DType.FP32, 32768): [(256, 4, True), (512, 2, True), (256, 2, True), (1024, 1, False)],
-    (DType.FP32, 65536): [(256, 8, True), (512, 4, True), (256, 4, True)],
-}
-TORCH = {DType.BF16: torch.bfloat16, DType.FP32: torch.float32}
+F = "full"
+# A candidate: (threads per row, rows per block, cluster, staged, grid, *patches); grid is
+# "full", "rK" (about K row groups per block, at least one wave) or a number of waves (blocks the
+# device holds at once). cands() spells the common ones.
 
-ceiling = bench.copy_gbps()
-print(f"copy {ceiling:.0f} GB/s")
-for (x, n), shapes in CANDIDATES.items():
-    m = (1 << 27) // n
-    xt = torch.randn(m, n, device="cuda", dtype=TORCH[x])
-    g, b = torch.randn(n, device="cuda", dtype=TORCH[x]), torch.randn(n, device="cuda", dtype=TORCH[x])
-    nbytes = 2 * xt.numel() * xt.element_size()
-    for threads, cluster, staged in shapes:
-        tiles.ONE_PASS_TILES[x.itemsize][n] = (threads, 1, cluster, staged)
-        spec = KernelSpec(Norm.LAYERNORM, x, x, x, pipeline=Pipeline.ONE_PASS, bucket=n, vec=x.vmax)
+
+def cands(shapes, grids, *patches):
+    return [(t, r, 1, False, g, *patches) for t, r in shapes for g in grids]
+
+
+def sweep(x, n, grids=(1, 4)):
+    """Rows of 4, 8 and 16 B per thread-vector... i.e. P = 4, 2, 1 vectors per thread, blocks of
+    at least 128 threads, each grid multiple."""
+    out = []
+    for per_thread in (4 * x.vmax, 2 * x.vmax, x.vmax):
+        t = n // per_thread
+        if 32 <= t <= 1024:
+            out += cands([(t, max(1, 128 // t))], grids)
+    return out
+
+
+CANDIDATES = {  # name: (norm, dtype, N, candidates)
+    "ln32k": (Norm.LAYERNORM, DType.BF16, 32768, [(256, 1, 2, True, g) for g in (4, 8, 16)]),
+    "ln64k": (Norm.LAYERNORM, DType.BF16, 65536, [(512, 1, 2, True, g) for g in (4, 8, 16)]
+              + [(256, 1, 4, True, g) for g in (4, 16)]),
+    "ln128k": (Norm.LAYERNORM, DType.BF16, 131072, [(256, 1, 8, True, g) for g in (4, 8, 16)]
+               + [(512, 1, 4, True, g) for g in (4, 16)]),
+    "ln256k": (Norm.LAYERNORM, DType.BF16, 262144, [(512, 1, 8, True, g) for g in (4, 8, 16)]
+               + [(1024, 1, 4, True, g) for g in (4, 16)]),
+    "rms64k": (Norm.RMSNORM, DType.BF16, 65536, [(512, 1, 2, True, g) for g in (4, 16)]),
+    "rms256k": (Norm.RMSNORM, DType.BF16, 262144, [(512, 1, 8, True, g) for g in (4, 8, 16)]),
+    "ln32k32": (Norm.LAYERNORM, DType.FP32, 32768, [(1024, 1, 1, False, g) for g in (1, 4, 16)]
+                + [(256, 1, 4, True, g) for g in (4, 16)]),
+    "ln64k32": (Norm.LAYERNORM, DType.FP32, 65536, [(256, 1, 8, True, g) for g in (4, 16)]),
+}
+PATCHES = {  # name: [(old, new), ...]
+    # y stored with the streaming hint (st.global.cs)
+    "stcs": [("*reinterpret_cast<Pack<T, A>*>(p + c) = r;",
+              "if constexpr (sizeof(r) == 16) __stcs(reinterpret_cast<uint4*>(p + c), *reinterpret_cast<uint4*>(&r));"
+              " else *reinterpret_cast<Pack<T, A>*>(p + c) = r;")],
+    # x loaded with the streaming hint (ld.global.cs)
+    "ldcs": [("const uint4 q = reinterpret_cast<const uint4*>(p)[c];",
+              "const uint4 q = __ldcs(reinterpret_cast<const uint4*>(p) + c);")],
+    # no prefetch of the next row
+    "nopf": [("constexpr bool kPrefetchRow = V > 1 &&", "constexpr bool kPrefetchRow = false &&")],
+    # per-column vectors loaded per row, not held in registers
+    "nohold": [("constexpr bool kHold = V > 1 &&", "constexpr bool kHold = false &&")],
+    # LayerNorm's normalize as two fmas: ((x - shift) * rstd - c * rstd) * g + b
+    "fma": [("out[j] = fmaf((d[j] - st.c) * st.rstd, g, c.b.get(ci, j));",
+             "out[j] = fmaf(fmaf(d[j], st.rstd, -st.c * st.rstd), g, c.b.get(ci, j));")],
+    # held columns kept packed (the compiler otherwise keeps them as floats: twice the registers)
+    "packg": [("  __device__ __forceinline__ void load_bias(", """  __device__ __forceinline__ void opaque() {
+#pragma unroll
+    for (int k = 0; k < Packed<W, P, V>::kWords; ++k) asm volatile("" : "+r"(g.w[k]), "+r"(b.w[k]));
+  }
+  __device__ __forceinline__ void load_bias("""),
+              ("    RowIn<K, P, V> next;\n", "    RowIn<K, P, V> next;\n    if constexpr (kHold) c.opaque();\n")],
+}
+TORCH = {DType.BF16: torch.bfloat16, DType.FP16: torch.float16, DType.FP32: torch.float32}
+
+
+def time_candidate(norm, x, n, cand, xt, g, b, nbytes, ceiling):
+    threads, rows, cluster, staged, grid, *patch = cand
+    saved = tiles.ONE_PASS_TILES[x.itemsize][n]
+    tiles.ONE_PASS_TILES[x.itemsize][n] = (threads, rows, cluster, staged)
+    try:
+        spec = KernelSpec(norm, x, x, x, pipeline=Pipeline.ONE_PASS, bucket=n, vec=x.vmax)
         folder = Path(tempfile.mkdtemp())
-        codegen.write(folder, codegen.outputs([spec]))
+        files = codegen.outputs([spec])
+        for name in patch:
+            for old, new in PATCHES[name]:
+                assert old in files[codegen.HEADER], (name, old)
+                files[codegen.HEADER] = files[codegen.HEADER].replace(old, new)
+        codegen.write(folder, files)
         dispatch.use_generated(folder, registry={spec.key: spec.name})
+        if norm is Norm.LAYERNORM:
+            fn = lambda: dispatch.layernorm(xt, g, b)  # noqa: E731
+        else:
+            fn = lambda: dispatch.rmsnorm(xt, g)  # noqa: E731
+        fn()
+        (kernel,) = runtime._loaded.values()
+        m = xt.shape[0]
+        per_sm = kernel.max_groups // spec.tile.waves * kernel.cluster // torch.cuda.get_device_properties(0).multi_processor_count
+        if grid == F:
+            kernel.max_groups = 1 << 30
+        elif isinstance(grid, str):  # "rK": about K row groups per block, at least one wave
+            kernel.max_groups = max(kernel.max_groups // spec.tile.waves, -(-m // rows // int(grid[1:])))
+        else:  # grid times the blocks the device holds
+            kernel.max_groups = kernel.max_groups // spec.tile.waves * grid
+        regs = kernel.module.get_function(spec.symbol).num_regs
+        ms = bench.time_events(fn)
         t = spec.tile
-        ms = bench.time_events(lambda xt=xt, g=g, b=b: dispatch.layernorm(xt, g, b))
-        print(f"{x.value} N={n:6d} threads={threads:4d} cluster={cluster} staged={staged} "
-              f"P={t.repeat:2d} smem={t.stage_bytes // 1024:3d}KB: {ms * 1e3:7.1f} us "
-              f"{nbytes / ms / 1e6 / ceiling:5.2f}", flush=True)
+        print(f"{norm.value:9s} {x.value} N={n:6d} threads={threads:4d} rows={rows} cluster={cluster} "
+              f"staged={staged:d} grid={grid!s:4s} {'+'.join(patch):10s} P={t.repeat:2d} regs={regs:3d} blocks/SM={per_sm:2d}: "
+              f"{ms * 1e3:7.1f} us {nbytes / ms / 1e6 / ceiling:5.3f}", flush=True)
+    finally:
+        tiles.ONE_PASS_TILES[x.itemsize][n] = saved
         runtime._loaded.clear()
+
+
+def main(names):
+    ceiling = bench.copy_gbps()
+    print(f"copy {ceiling:.0f} GB/s")
+    for name in names or CANDIDATES:
+        norm, x, n, cands = CANDIDATES[name]
+        m = (1 << 27) // n
+        xt = torch.randn(m, n, device="cuda", dtype=TORCH[x])
+        g, b = torch.randn(n, device="cuda", dtype=TORCH[x]), torch.randn(n, device="cuda", dtype=TORCH[x])
+        nbytes = 2 * xt.numel() * xt.element_size()
+        for cand in cands:
+            time_candidate(norm, x, n, cand, xt, g, b, nbytes, ceiling)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
