@@ -393,6 +393,22 @@ template <class K, int P, int V> struct Columns {
                                 (K::kXBias ? Packed<typename K::X, P, V>::kWords : 0) +
                                 (K::kSmooth ? Packed<typename K::SM, P, V>::kWords : 0);
 
+  // Called once per row: the words look changed to the compiler, which then converts them at
+  // each use instead of keeping float copies for all rows (K::kPackColumns).
+  __device__ __forceinline__ void keep_packed() {
+    constexpr int kW = Packed<W, P, V>::kWords;
+#pragma unroll
+    for (int k = 0; k < kW; ++k) {
+      asm volatile("" : "+r"(g.w[k]));
+      if constexpr (K::kNorm == Norm::LAYERNORM) asm volatile("" : "+r"(b.w[k]));
+    }
+#pragma unroll
+    for (int k = 0; k < Packed<typename K::X, P, V>::kWords; ++k)
+      if constexpr (K::kXBias) asm volatile("" : "+r"(bias.w[k]));
+#pragma unroll
+    for (int k = 0; k < Packed<typename K::SM, P, V>::kWords; ++k)
+      if constexpr (K::kSmooth) asm volatile("" : "+r"(sm.w[k]));
+  }
   __device__ __forceinline__ void load_bias(const Params& p, int i, i64 col) {
     if constexpr (K::kXBias) bias.load(i, static_cast<const typename K::X*>(p.x_bias) + col);
   }
@@ -717,6 +733,7 @@ __device__ __forceinline__ void one_pass(const Params& p) {
     const bool live = row < p.rows;
     const bool more = base + stride < p.rows;
     RowIn<K, P, V> next;
+    if constexpr (kHold && K::kPackColumns) c.keep_packed();
     if constexpr (kPrefetchRow) {
       if (more) load_row(next, base + stride);
     }

@@ -67,6 +67,15 @@ class KernelSpec:
             return tiles.one_pass_tile(self.x, self.bucket, self.vec)
         return tiles.two_pass_tile(self.vec, self.x)
 
+    @property
+    def pack_columns(self) -> bool:
+        """One-pass blocks keep the 16-bit per-column vectors they hold packed (see tiles)."""
+        if self.pipeline != Pipeline.ONE_PASS:
+            return False
+        held = [self.w] * (1 + (self.norm == Norm.LAYERNORM)) + [self.x] * self.x_bias + [self.smooth]
+        fused = self.fused_add != FusedAdd.NONE or self.quant != Quant.NONE
+        return tiles.pack_columns(self.tile, sum(d is not None and d.itemsize == 2 for d in held), fused)
+
     def __str__(self) -> str:
         return self.name
 

@@ -113,6 +113,21 @@ def has_one_pass(x: DType, bucket: int, vec: int) -> bool:
     return fits and (not t.stage_bytes or vec * x.itemsize >= 4)
 
 
+def pack_columns(tile: Tile, column_vectors: int, fused: bool) -> bool:
+    """Whether a one-pass block keeps its held 16-bit per-column vectors (gamma, beta,
+    x-bias, smooth scale: column_vectors of them) as loaded, converting them at each use,
+    rather than letting the compiler keep them as floats: twice the registers. Worth it where
+    a fused add or quant (the residual, the kept outputs) pushes the registers past an
+    occupancy step. Measured on an H100 (tune_tiles.py and the benchmark, 16 waves):
+    LayerNorm + int8 at 8192, 165 -> 128 registers, 1 -> 2 blocks per SM, 0.54 -> 0.74 of
+    copy; add + LayerNorm at 8192 0.86 -> 0.97; LayerNorm + fp8 0.80-0.85 -> 0.86-0.91 up to
+    4096. Unfused LayerNorm gains no blocks and pays the conversions (8192: 0.97 -> 0.95),
+    and so do blocks of 512 threads, which fit one per SM either way (LayerNorm + int8 at
+    16384: 0.63 -> 0.59)."""
+    floats = column_vectors * tile.repeat * tile.vec
+    return fused and tile.stage_bytes == 0 and tile.block_threads <= 256 and floats > 32
+
+
 def one_pass_tile(x: DType, bucket: int, vec: int) -> Tile:
     threads, rows, cluster, staged = ONE_PASS_TILES[x.itemsize][bucket]
     per_thread = bucket // (threads * cluster)

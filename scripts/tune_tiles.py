@@ -17,7 +17,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from normgen import bench, codegen, dispatch, runtime, tiles  # noqa: E402
 from normgen.spec import KernelSpec  # noqa: E402
-from normgen.types import DType, Norm, Pipeline  # noqa: E402
+from normgen.types import DType, FusedAdd, Norm, Pipeline, Quant  # noqa: E402
 
 F = "full"
 # A candidate: (threads per row, rows per block, cluster, staged, grid, *patches); grid is
@@ -40,21 +40,19 @@ def sweep(x, n, grids=(1, 4)):
     return out
 
 
-CANDIDATES = {  # name: (norm, dtype, N, candidates)
-    "ln32k": (Norm.LAYERNORM, DType.BF16, 32768, [(256, 1, 2, True, g) for g in (4, 8, 16)]),
-    "ln64k": (Norm.LAYERNORM, DType.BF16, 65536, [(512, 1, 2, True, g) for g in (4, 8, 16)]
-              + [(256, 1, 4, True, g) for g in (4, 16)]),
-    "ln128k": (Norm.LAYERNORM, DType.BF16, 131072, [(256, 1, 8, True, g) for g in (4, 8, 16)]
-               + [(512, 1, 4, True, g) for g in (4, 16)]),
-    "ln256k": (Norm.LAYERNORM, DType.BF16, 262144, [(512, 1, 8, True, g) for g in (4, 8, 16)]
-               + [(1024, 1, 4, True, g) for g in (4, 16)]),
-    "rms64k": (Norm.RMSNORM, DType.BF16, 65536, [(512, 1, 2, True, g) for g in (4, 16)]),
-    "rms256k": (Norm.RMSNORM, DType.BF16, 262144, [(512, 1, 8, True, g) for g in (4, 8, 16)]),
-    "ln32k32": (Norm.LAYERNORM, DType.FP32, 32768, [(1024, 1, 1, False, g) for g in (1, 4, 16)]
-                + [(256, 1, 4, True, g) for g in (4, 16)]),
-    "ln64k32": (Norm.LAYERNORM, DType.FP32, 65536, [(256, 1, 8, True, g) for g in (4, 16)]),
+CANDIDATES = {  # name: (bench op, dtype, N, candidates)
+    "addln8k": ("add+layernorm", DType.BF16, 8192, cands([(256, 1)], [16], "") + cands([(256, 1)], [16], "packg")),
+    **{f"lni8-{n // 1024}k": ("layernorm+int8", DType.BF16, n, cands([(t, r)], [16], "") + cands([(t, r)], [16], "packg")
+                              + cands([(t, r)], [16], "nokeep") + cands([(t, r)], [16], "packg", "nokeep"))
+       for n, t, r in ((1024, 32, 4), (4096, 128, 1), (8192, 256, 1), (16384, 512, 1))},
+    "lnf8-4k": ("layernorm+fp8", DType.BF16, 4096, cands([(128, 1)], [16], "") + cands([(128, 1)], [16], "packg")),
+    "rmsf8-16k": ("rmsnorm+fp8", DType.BF16, 16384, cands([(512, 1)], [16], "") + cands([(512, 1)], [16], "packg")
+                  + cands([(512, 1)], [16], "nokeep")),
 }
 PATCHES = {  # name: [(old, new), ...]
+    "": [],
+    # dynamic quant recomputes the outputs after the absolute maximum instead of keeping them
+    "nokeep": [("constexpr bool kKeep = K::kQuant == Quant::DYNAMIC &&", "constexpr bool kKeep = false &&")],
     # y stored with the streaming hint (st.global.cs)
     "stcs": [("*reinterpret_cast<Pack<T, A>*>(p + c) = r;",
               "if constexpr (sizeof(r) == 16) __stcs(reinterpret_cast<uint4*>(p + c), *reinterpret_cast<uint4*>(&r));"
@@ -80,12 +78,25 @@ PATCHES = {  # name: [(old, new), ...]
 TORCH = {DType.BF16: torch.bfloat16, DType.FP16: torch.float16, DType.FP32: torch.float32}
 
 
-def time_candidate(norm, x, n, cand, xt, g, b, nbytes, ceiling):
+SPECS = {  # bench op -> the instance's fields beyond the precisions
+    "layernorm": (Norm.LAYERNORM, {}),
+    "rmsnorm": (Norm.RMSNORM, {}),
+    "add+layernorm": (Norm.LAYERNORM, dict(fused_add=FusedAdd.STORE)),
+    "add+rmsnorm": (Norm.RMSNORM, dict(fused_add=FusedAdd.STORE)),
+    "layernorm+int8": (Norm.LAYERNORM, dict(out=DType.INT8, quant=Quant.DYNAMIC, scale=DType.FP32)),
+    "layernorm+fp8": (Norm.LAYERNORM, dict(out=DType.FP8, quant=Quant.DYNAMIC, scale=DType.FP32)),
+    "rmsnorm+fp8": (Norm.RMSNORM, dict(out=DType.FP8, quant=Quant.DYNAMIC, scale=DType.FP32)),
+}
+
+
+def time_candidate(op, x, n, cand, ins, ceiling):
     threads, rows, cluster, staged, grid, *patch = cand
     saved = tiles.ONE_PASS_TILES[x.itemsize][n]
     tiles.ONE_PASS_TILES[x.itemsize][n] = (threads, rows, cluster, staged)
     try:
-        spec = KernelSpec(norm, x, x, x, pipeline=Pipeline.ONE_PASS, bucket=n, vec=x.vmax)
+        norm, fields = SPECS[op]
+        fields = dict(dict(out=x), **fields)
+        spec = KernelSpec(norm, x, x, pipeline=Pipeline.ONE_PASS, bucket=n, vec=x.vmax, **fields)
         folder = Path(tempfile.mkdtemp())
         files = codegen.outputs([spec])
         for name in patch:
@@ -94,13 +105,10 @@ def time_candidate(norm, x, n, cand, xt, g, b, nbytes, ceiling):
                 files[codegen.HEADER] = files[codegen.HEADER].replace(old, new)
         codegen.write(folder, files)
         dispatch.use_generated(folder, registry={spec.key: spec.name})
-        if norm is Norm.LAYERNORM:
-            fn = lambda: dispatch.layernorm(xt, g, b)  # noqa: E731
-        else:
-            fn = lambda: dispatch.rmsnorm(xt, g)  # noqa: E731
+        fn = bench.OPS[op][2](*ins)["normgen"]
         fn()
         (kernel,) = runtime._loaded.values()
-        m = xt.shape[0]
+        m = ins[0].shape[0]
         per_sm = kernel.max_groups // spec.tile.waves * kernel.cluster // torch.cuda.get_device_properties(0).multi_processor_count
         if grid == F:
             kernel.max_groups = 1 << 30
@@ -111,9 +119,9 @@ def time_candidate(norm, x, n, cand, xt, g, b, nbytes, ceiling):
         regs = kernel.module.get_function(spec.symbol).num_regs
         ms = bench.time_events(fn)
         t = spec.tile
-        print(f"{norm.value:9s} {x.value} N={n:6d} threads={threads:4d} rows={rows} cluster={cluster} "
+        print(f"{op:14s} {x.value} N={n:6d} threads={threads:4d} rows={rows} cluster={cluster} "
               f"staged={staged:d} grid={grid!s:4s} {'+'.join(patch):10s} P={t.repeat:2d} regs={regs:3d} blocks/SM={per_sm:2d}: "
-              f"{ms * 1e3:7.1f} us {nbytes / ms / 1e6 / ceiling:5.3f}", flush=True)
+              f"{ms * 1e3:7.1f} us {bench.OPS[op][3](m, n, x.itemsize) / ms / 1e6 / ceiling:5.3f}", flush=True)
     finally:
         tiles.ONE_PASS_TILES[x.itemsize][n] = saved
         runtime._loaded.clear()
@@ -123,13 +131,12 @@ def main(names):
     ceiling = bench.copy_gbps()
     print(f"copy {ceiling:.0f} GB/s")
     for name in names or CANDIDATES:
-        norm, x, n, cands = CANDIDATES[name]
+        op, x, n, cands = CANDIDATES[name]
         m = (1 << 27) // n
-        xt = torch.randn(m, n, device="cuda", dtype=TORCH[x])
-        g, b = torch.randn(n, device="cuda", dtype=TORCH[x]), torch.randn(n, device="cuda", dtype=TORCH[x])
-        nbytes = 2 * xt.numel() * xt.element_size()
+        ins = [torch.randn(m, n, device="cuda", dtype=TORCH[x]) for _ in range(2)]
+        ins += [torch.randn(n, device="cuda", dtype=TORCH[x]) for _ in range(2)]
         for cand in cands:
-            time_candidate(norm, x, n, cand, xt, g, b, nbytes, ceiling)
+            time_candidate(op, x, n, cand, ins, ceiling)
 
 
 if __name__ == "__main__":

@@ -97,3 +97,18 @@ def test_one_pass_tiles_cover_their_buckets(x, vec):
 def test_buckets_cover_one_pass_range():
     for x, n_max in tiles.ONE_PASS_MAX_N.items():
         assert n_max == max(tiles.ONE_PASS_TILES[x.itemsize]), f"{x}: one-pass range != buckets"
+
+
+@pytest.mark.parametrize("name, packed", [
+    ("layernorm_fwd_bf16_dqint8_syfp32_nb8192_1p_v8", True),  # quant: past an occupancy step
+    ("layernorm_fwd_bf16_add1_nb4096_1p_v8", True),
+    ("layernorm_fwd_bf16_nb8192_1p_v8", False),  # unfused: only the conversions
+    ("layernorm_fwd_bf16_dqint8_syfp32_nb16384_1p_v8", False),  # 512 threads: one block per SM anyway
+    ("layernorm_fwd_bf16_wfp32_add1_nb4096_1p_v8", False),  # fp32 columns: nothing to pack
+    ("rmsnorm_fwd_bf16_add1_dqfp8_syfp32_nb4096_1p_v8", False),  # gamma alone: 32 floats
+    ("rmsnorm_fwd_bf16_xb_add1_dqfp8_syfp32_nb4096_1p_v8", True),  # gamma and x-bias
+    ("layernorm_fwd_bf16_add1_nb32768_1p_v8", False),  # staged: columns are not held
+    ("layernorm_fwd_bf16_add1_2p_v8", False),
+])
+def test_which_instances_keep_columns_packed(name, packed):
+    assert parse_name(name).pack_columns is packed
