@@ -242,12 +242,26 @@ __device__ __forceinline__ float load_cluster(const float* p, unsigned rank) {
 }
 
 // ---- row reduction ------------------------------------------------------------------
+// Op::op(k, a, b) combines value k of two partners.
 struct Sum {
-  __device__ __forceinline__ static float op(float a, float b) { return a + b; }
+  __device__ __forceinline__ static float op(int, float a, float b) { return a + b; }
 };
 struct Max {
-  __device__ __forceinline__ static float op(float a, float b) { return fmaxf(a, b); }
+  __device__ __forceinline__ static float op(int, float a, float b) { return fmaxf(a, b); }
 };
+// Values 0..S-1 summed, the rest maxed: a row's sums and its absolute maximum in one reduction.
+template <int S> struct SumsThenMax {
+  __device__ __forceinline__ static float op(int k, float a, float b) { return k < S ? a + b : fmaxf(a, b); }
+};
+
+// RMSNorm's dynamic quant reduces the row's absolute maximum together with its sum of
+// squares: |y| = rstd * |h * (gamma + offset) * smooth| and rstd > 0, so the maximum of the
+// second factor, taken before rstd is known, times rstd is the outputs' (to rounding). One
+// reduction (one barrier, one cluster exchange) per row instead of two. LayerNorm's mean
+// and beta do not factor out so.
+template <class K> __host__ __device__ constexpr bool merged_max() {
+  return K::kNorm == Norm::RMSNORM && K::kQuant == Quant::DYNAMIC;
+}
 
 // Shared memory one reduction needs: per-warp partials, and for clusters this block's total
 // (read by the other blocks) and the cluster total (read by this block's threads).
@@ -259,10 +273,10 @@ template <int T, int R, int K> struct ReduceScratch {
 
 // Scratch sets per reduction. A thread may rewrite a scratch only once every thread (of
 // every block of the cluster) has read it, i.e. after another barrier: with two or more
-// reductions per row the next one's barrier is that; with one (RMSNorm without dynamic
-// quant), two sets alternate row by row and the next row's barrier is.
+// reductions per row the next one's barrier is that; with one (RMSNorm), two sets alternate
+// row by row and the next row's barrier is.
 template <class K> __host__ __device__ constexpr int scratch_sets() {
-  return (K::kNorm == Norm::LAYERNORM) + 1 + (K::kQuant == Quant::DYNAMIC) >= 2 ? 1 : 2;
+  return (K::kNorm == Norm::LAYERNORM) + 1 + (K::kQuant == Quant::DYNAMIC && !merged_max<K>()) >= 2 ? 1 : 2;
 }
 
 // Reduces K values with Op over the T threads that share a row in each of the C blocks of
@@ -275,7 +289,7 @@ __device__ __forceinline__ void row_reduce(float (&v)[K], ReduceScratch<T, R, K>
 #pragma unroll
   for (int off = (T < 32 ? T : 32) / 2; off > 0; off /= 2) {
 #pragma unroll
-    for (int k = 0; k < K; ++k) v[k] = Op::op(v[k], __shfl_xor_sync(0xffffffffu, v[k], off));
+    for (int k = 0; k < K; ++k) v[k] = Op::op(k, v[k], __shfl_xor_sync(0xffffffffu, v[k], off));
   }
   if constexpr (T > 32) {
     constexpr int W = T / 32;
@@ -290,7 +304,7 @@ __device__ __forceinline__ void row_reduce(float (&v)[K], ReduceScratch<T, R, K>
     for (int k = 0; k < K; ++k) {
       float s = row[k];
 #pragma unroll
-      for (int w = 1; w < W; ++w) s = Op::op(s, row[w * K + k]);
+      for (int w = 1; w < W; ++w) s = Op::op(k, s, row[w * K + k]);
       v[k] = s;
     }
   }
@@ -308,7 +322,7 @@ __device__ __forceinline__ void row_reduce(float (&v)[K], ReduceScratch<T, R, K>
 #pragma unroll
       for (int off = C / 2; off > 0; off /= 2) {
 #pragma unroll
-        for (int k = 0; k < K; ++k) t[k] = Op::op(t[k], __shfl_xor_sync(0xffffffffu, t[k], off));
+        for (int k = 0; k < K; ++k) t[k] = Op::op(k, t[k], __shfl_xor_sync(0xffffffffu, t[k], off));
       }
       if (threadIdx.x == 0) {
 #pragma unroll
@@ -328,6 +342,7 @@ __device__ __forceinline__ void row_reduce(float (&v)[K], ReduceScratch<T, R, K>
 // RMSNorm uses k = 0 and only s2. Padding lanes never enter either sum.
 struct Stats {
   float shift, c, rstd;  // mean = shift + c; normalized value = ((x - shift) - c) * rstd
+  float amax;  // with merged_max: the outputs' absolute maximum
 };
 
 // Sums of d and d*d over V values, pairwise: a thread's error grows with log V + (number of
@@ -363,22 +378,27 @@ struct Compensated {
   __device__ __forceinline__ float value() const { return sum + err; }
 };
 
-// Sums a row's statistics reduce: LayerNorm both shifted sums, RMSNorm only the squares.
+// Sums a row's statistics reduce: LayerNorm both shifted sums, RMSNorm only the squares;
+// and the values reduced with them (the absolute maximum, with merged_max).
 template <class K> __host__ __device__ constexpr int stat_sums() { return K::kNorm == Norm::LAYERNORM ? 2 : 1; }
+template <class K> __host__ __device__ constexpr int stat_values() { return stat_sums<K>() + merged_max<K>(); }
 
-// The row's statistics from this thread's shifted sums s1 (unused by RMSNorm) and s2.
+// The row's statistics from this thread's shifted sums s1 (unused by RMSNorm) and s2, and
+// with merged_max its largest |h * (gamma + offset) * smooth|, m.
 template <class K, int T, int R, int C>
-__device__ __forceinline__ Stats row_stats(float shift, float s1, float s2, ReduceScratch<T, R, stat_sums<K>()>& sh,
-                                           int n, float eps) {
+__device__ __forceinline__ Stats row_stats(float shift, float s1, float s2, float m,
+                                           ReduceScratch<T, R, stat_values<K>()>& sh, int n, float eps) {
   constexpr int kS = stat_sums<K>();
-  float s[kS];
+  float s[stat_values<K>()];
   s[kS - 1] = s2;
   if constexpr (kS == 2) s[0] = s1;
-  row_reduce<Sum, T, R, C, kS>(s, sh);
+  if constexpr (merged_max<K>()) s[kS] = m;
+  row_reduce<SumsThenMax<kS>, T, R, C, stat_values<K>()>(s, sh);
   const float inv_n = 1.f / static_cast<float>(n);
   const float c = kS == 2 ? s[0] * inv_n : 0.f;
   const float var = fmaxf(s[kS - 1] * inv_n - c * c, 0.f);
-  return Stats{shift, c, 1.f / sqrtf(var + eps)};
+  const float rstd = 1.f / sqrtf(var + eps);
+  return Stats{shift, c, rstd, merged_max<K>() ? s[kS] * rstd : 0.f};
 }
 
 // ---- per-column vectors: gamma, beta, x-bias, smooth scale ---------------------------------
@@ -586,6 +606,15 @@ __device__ __forceinline__ float absmax(const Params& p, const Stats& st, const 
   return m;
 }
 
+// With merged_max, this thread's largest |h * (gamma + offset) * smooth| (its outputs with
+// rstd = 1, exactly: multiplying by 1 rounds nothing); else 0.
+template <class K, int P, int V, bool kHeld, class Load, class ColOf>
+__device__ __forceinline__ float unscaled_absmax(const Params& p, const Load& load, const ColOf& col_of,
+                                                 const Columns<K, kHeld ? P : 1, V>& c) {
+  if constexpr (merged_max<K>()) return absmax<K, P, V, kHeld>(p, Stats{0.f, 0.f, 1.f, 0.f}, load, col_of, c);
+  return 0.f;
+}
+
 // Normalize, quantize (times qmul) and store this thread's vectors of a row at y_off.
 template <class K, int P, int V, bool kHeld, class Load, class ColOf>
 __device__ __forceinline__ void normalize_row(const Params& p, const Stats& st, const Load& load,
@@ -610,7 +639,9 @@ __device__ __forceinline__ void finish_row(const Params& p, const Stats& st, con
                                            const Columns<K, kHeld ? P : 1, V>& c, ReduceScratch<T, R, 1>& sh_max,
                                            float qmul, i64 row, bool live, bool leader) {
   float keep[kKeep ? P : 1][V];
-  if constexpr (K::kQuant == Quant::DYNAMIC) {
+  if constexpr (merged_max<K>()) {
+    qmul = dynamic_scale<K>(p, st.amax, row, live && leader);
+  } else if constexpr (K::kQuant == Quant::DYNAMIC) {
     float m[1] = {0.f};
     for_each_output<K, P, V, kHeld>(p, st, load, col_of, c, [&](int i, const float (&out)[V]) {
 #pragma unroll
@@ -698,10 +729,10 @@ __device__ __forceinline__ void one_pass(const Params& p) {
   constexpr bool kHold = V > 1 && Columns<K, P, V>::kWords <= 32;
   constexpr bool kPrefetchRow = V > 1 && (kAdd ? 2 : 1) * Packed<X, P, V>::kWords <= 16;
   // the outputs kept between the absmax and the stores (32 floats; 16 at 512 threads)
-  constexpr bool kKeep = K::kQuant == Quant::DYNAMIC && P * V * T * R <= 32 * 256;
+  constexpr bool kKeep = K::kQuant == Quant::DYNAMIC && !merged_max<K>() && P * V * T * R <= 32 * 256;
   constexpr int S = scratch_sets<K>();
   __shared__ ReduceScratch<T, R, 1> sh_shift[S], sh_max[S];
-  __shared__ ReduceScratch<T, R, stat_sums<K>()> sh_stats[S];
+  __shared__ ReduceScratch<T, R, stat_values<K>()> sh_stats[S];
   const int lane = (C > 1 ? cluster_rank() * T : 0) + threadIdx.x % T;
   const int sub = threadIdx.x / T;  // this thread's row among the block's R
   const i64 group = C > 1 ? cluster_index() : blockIdx.x;
@@ -752,7 +783,8 @@ __device__ __forceinline__ void one_pass(const Params& p) {
     }
     float s1, s2;
     centred_sums<P, V>(shift, n, load, col_of, s1, s2);
-    const Stats st = row_stats<K, T, R, C>(shift, s1, s2, sh_stats[ph], n, p.eps);
+    const float m = unscaled_absmax<K, P, V, kHold>(p, load, col_of, c);
+    const Stats st = row_stats<K, T, R, C>(shift, s1, s2, m, sh_stats[ph], n, p.eps);
     finish_row<K, P, V, kHold, kKeep, T, R, C>(p, st, load, col_of, c, sh_max[ph], qmul, row, live, lane == 0);
     if constexpr (kPrefetchRow) {
       in = next;
@@ -780,7 +812,7 @@ __device__ __forceinline__ void one_pass_staged(const Params& p) {
   static_assert(K::kRowsPerBlock == 1 && P % kBatch == 0, "staged tiles serve one row per block");
   constexpr int S = scratch_sets<K>();
   __shared__ ReduceScratch<T, 1, 1> sh_shift[S], sh_max[S];
-  __shared__ ReduceScratch<T, 1, stat_sums<K>()> sh_stats[S];
+  __shared__ ReduceScratch<T, 1, stat_values<K>()> sh_stats[S];
   extern __shared__ uint4 stage_words[];
   X* stage = reinterpret_cast<X*>(stage_words);
   const int lane = (C > 1 ? cluster_rank() * T : 0) + threadIdx.x;
@@ -818,7 +850,8 @@ __device__ __forceinline__ void one_pass_staged(const Params& p) {
     const float shift = kLN ? row_mean<T, 1, C>(sx, sh_shift[ph], n) : 0.f;
     float s1, s2;
     centred_sums<P, V>(shift, n, load, col_of, s1, s2);
-    const Stats st = row_stats<K, T, 1, C>(shift, s1, s2, sh_stats[ph], n, p.eps);
+    const float m = unscaled_absmax<K, P, V, false>(p, load, col_of, Columns<K, 1, V>{});
+    const Stats st = row_stats<K, T, 1, C>(shift, s1, s2, m, sh_stats[ph], n, p.eps);
     finish_row<K, P, V, false, false, T, 1, C>(p, st, load, col_of, Columns<K, 1, V>{}, sh_max[ph], qmul, row,
                                                true, lane == 0);
   }
@@ -830,7 +863,7 @@ __device__ __forceinline__ void one_pass_staged(const Params& p) {
 // chunk (the whole row when it fits in one), which keeps the shifted sums well-conditioned.
 // Each later pass walks the chunks in the opposite direction of the one before, so the
 // most recently read ones hit L2. A fused prologue is recomputed on every pass (the sum is
-// stored in the first); dynamic quant adds a pass for the row's absolute maximum.
+// stored in the first); LayerNorm's dynamic quant adds a pass for the row's absolute maximum.
 template <class K>
 __device__ __forceinline__ void two_pass(const Params& p) {
   using X = typename K::X;
@@ -841,7 +874,7 @@ __device__ __forceinline__ void two_pass(const Params& p) {
   static_assert(K::kRowsPerBlock == 1 && K::kCluster == 1, "two-pass serves one row per block");
   constexpr int S = scratch_sets<K>();
   __shared__ ReduceScratch<T, 1, 1> sh_shift[S], sh_max[S];
-  __shared__ ReduceScratch<T, 1, stat_sums<K>()> sh_stats[S];
+  __shared__ ReduceScratch<T, 1, stat_values<K>()> sh_stats[S];
   const int n = p.n;
   const i64 last_chunk = (static_cast<i64>(n) - 1) / kChunk * kChunk;
   const float static_mul = static_qmul<K>(p);
@@ -873,25 +906,29 @@ __device__ __forceinline__ void two_pass(const Params& p) {
       shift = row_mean<T, 1, 1>(sx, sh_shift[ph], n < kChunk ? n : kChunk);
     }
     Compensated sum1, sum2;
+    float m = 0.f;
     for (;;) {
       float c1, c2;  // this chunk's part
       centred_sums<P, V>(shift, n, load, col_of, c1, c2);
       sum1.add(c1);
       sum2.add(c2);
+      m = fmaxf(m, unscaled_absmax<K, P, V, false>(p, load, col_of, none));
       c0 += kChunk;
       if (c0 >= n) break;
       load_chunk(true);
     }
-    const Stats st = row_stats<K, T, 1, 1>(shift, sum1.value(), sum2.value(), sh_stats[ph], n, p.eps);
+    const Stats st = row_stats<K, T, 1, 1>(shift, sum1.value(), sum2.value(), m, sh_stats[ph], n, p.eps);
 
     if constexpr (K::kQuant == Quant::DYNAMIC) {
-      float m[1] = {0.f};
-      for (c0 = last_chunk; c0 >= 0; c0 -= kChunk) {
-        load_chunk(false);
-        m[0] = fmaxf(m[0], absmax<K, P, V, false>(p, st, load, col_of, none));
+      float amax[1] = {st.amax};
+      if constexpr (!merged_max<K>()) {  // a pass for the absolute maximum
+        for (c0 = last_chunk; c0 >= 0; c0 -= kChunk) {
+          load_chunk(false);
+          amax[0] = fmaxf(amax[0], absmax<K, P, V, false>(p, st, load, col_of, none));
+        }
+        row_reduce<Max, T, 1, 1, 1>(amax, sh_max[ph]);
       }
-      row_reduce<Max, T, 1, 1, 1>(m, sh_max[ph]);
-      const float qmul = dynamic_scale<K>(p, m[0], row, threadIdx.x == 0);
+      const float qmul = dynamic_scale<K>(p, amax[0], row, threadIdx.x == 0);
       for (c0 = 0; c0 < n; c0 += kChunk) {
         load_chunk(false);
         normalize_row<K, P, V, false>(p, st, load, col_of, none, qmul, row * n);
