@@ -569,6 +569,81 @@ __device__ __forceinline__ void centred_sums(float shift, int n, const Load& loa
   }
 }
 
+// LayerNorm over a cluster: the blocks' partial statistics, exchanged once per row. Two sets
+// alternate row by row: a block rewrites one only after the next row's cluster barrier,
+// which every block reaches after reading this row's.
+struct ClusterMerge {
+  float part[2][4];  // this block's shift, centred sums s1 and s2, and element count
+  float stats[3];  // the merged shift, c and rstd, for this block's threads
+};
+
+// The row's statistics from this thread's share of it (load, col_of; sx its sum, m as for
+// row_stats). LayerNorm shifts by the row's mean, a first reduction -- except over a
+// cluster, where each block centres its share on its own mean (block reductions only) and
+// one cluster exchange merges the blocks' (shift, s1, s2, count) in rank order (Chan et
+// al.): d_b = (shift_b - shift_0) + s1_b / n_b, mean = shift_0 + sum(n_b d_b) / n, and
+// M2 = sum(s2_b - s1_b^2 / n_b) + sum(n_b (d_b - mean d)^2), all terms well conditioned.
+// One cluster barrier per row instead of two; every thread gets the same bits.
+template <class K, int P, int V, int T, int R, int C, class Load, class ColOf>
+__device__ __forceinline__ Stats share_stats(const Params& p, float sx, float m, const Load& load, const ColOf& col_of,
+                                             ReduceScratch<T, R, 1>& sh_shift,
+                                             ReduceScratch<T, R, stat_values<K>()>& sh_stats, ClusterMerge& merge,
+                                             int parity) {
+  const int n = p.n;
+  if constexpr (K::kNorm == Norm::LAYERNORM && C > 1) {
+    static_assert(R == 1 && C <= 32, "a cluster serves one row");
+    const int rank = static_cast<int>(cluster_rank());
+    int nb = 0;  // this block's elements: vectors at columns (i*C*T + rank*T + t)*V, t < T
+#pragma unroll
+    for (int i = 0; i < P; ++i) nb += min(max(n - (i * C * T + rank * T) * V, 0), T * V);
+    float v[1] = {sx}, s[2];
+    row_reduce<Sum, T, 1, 1, 1>(v, sh_shift);
+    const float shift = nb > 0 ? v[0] / static_cast<float>(nb) : 0.f;
+    centred_sums<P, V>(shift, n, load, col_of, s[0], s[1]);
+    row_reduce<Sum, T, 1, 1, 2>(s, sh_stats);
+    float* part = merge.part[parity];
+    if (threadIdx.x == 0) {
+      part[0] = shift;
+      part[1] = s[0];
+      part[2] = s[1];
+      part[3] = static_cast<float>(nb);
+    }
+    cluster_sync();
+    if (threadIdx.x < 32) {
+      float q[4];  // lane l holds block (l % C)'s part; all lanes merge in rank order
+#pragma unroll
+      for (int k = 0; k < 4; ++k) q[k] = load_cluster(&part[k], threadIdx.x % C);
+      const float k0 = __shfl_sync(0xffffffffu, q[0], 0);
+      float d[C], w[C], sum_wd = 0.f, m2 = 0.f;
+#pragma unroll
+      for (int b = 0; b < C; ++b) {
+        const float sh = __shfl_sync(0xffffffffu, q[0], b), s1 = __shfl_sync(0xffffffffu, q[1], b);
+        const float s2 = __shfl_sync(0xffffffffu, q[2], b);
+        w[b] = __shfl_sync(0xffffffffu, q[3], b);
+        d[b] = w[b] > 0.f ? (sh - k0) + s1 / w[b] : 0.f;
+        m2 += w[b] > 0.f ? s2 - s1 * (s1 / w[b]) : 0.f;
+        sum_wd += w[b] * d[b];
+      }
+      const float inv_n = 1.f / static_cast<float>(n);
+      const float c = sum_wd * inv_n;
+#pragma unroll
+      for (int b = 0; b < C; ++b) m2 += w[b] * (d[b] - c) * (d[b] - c);
+      if (threadIdx.x == 0) {
+        merge.stats[0] = k0;
+        merge.stats[1] = c;
+        merge.stats[2] = 1.f / sqrtf(fmaxf(m2 * inv_n, 0.f) + p.eps);
+      }
+    }
+    __syncthreads();
+    return Stats{merge.stats[0], merge.stats[1], merge.stats[2], 0.f};
+  } else {
+    const float shift = K::kNorm == Norm::LAYERNORM ? row_mean<T, R, C>(sx, sh_shift, n) : 0.f;
+    float s1, s2;
+    centred_sums<P, V>(shift, n, load, col_of, s1, s2);
+    return row_stats<K, T, R, C>(shift, s1, s2, m, sh_stats, n, p.eps);
+  }
+}
+
 // fn(i, out) for each of this thread's vectors of a row, with its float outputs; columns
 // from c when kHeld (the same for every row), else loaded per vector.
 template <class K, int P, int V, bool kHeld, class Load, class ColOf, class Fn>
@@ -733,6 +808,7 @@ __device__ __forceinline__ void one_pass(const Params& p) {
   constexpr int S = scratch_sets<K>();
   __shared__ ReduceScratch<T, R, 1> sh_shift[S], sh_max[S];
   __shared__ ReduceScratch<T, R, stat_values<K>()> sh_stats[S];
+  __shared__ ClusterMerge merge;
   const int lane = (C > 1 ? cluster_rank() * T : 0) + threadIdx.x % T;
   const int sub = threadIdx.x / T;  // this thread's row among the block's R
   const i64 group = C > 1 ? cluster_index() : blockIdx.x;
@@ -758,7 +834,7 @@ __device__ __forceinline__ void one_pass(const Params& p) {
   i64 base = group * R;
   RowIn<K, P, V> in;
   if (base < p.rows) load_row(in, base);
-  for (int ph = 0; base < p.rows; base += stride, ph = (ph + 1) % S) {
+  for (int ph = 0, it = 0; base < p.rows; base += stride, ph = (ph + 1) % S, ++it) {
     // Every thread runs the reductions, also for a row past the end (live == false).
     const i64 row = base + sub;
     const bool live = row < p.rows;
@@ -772,19 +848,15 @@ __device__ __forceinline__ void one_pass(const Params& p) {
                              K::kFusedAdd == 1 && live ? static_cast<X*>(p.res_out) + row * n : nullptr);
 
     auto load = [&](int i, float (&d)[V]) { in.x.get(i, d); };
-    float shift = 0.f;
+    float sx = 0.f;  // padding is zero
     if constexpr (kLN) {
-      float sx = 0.f;  // padding is zero
 #pragma unroll
       for (int i = 0; i < P; ++i)
 #pragma unroll
         for (int j = 0; j < V; ++j) sx += in.x.get(i, j);
-      shift = row_mean<T, R, C>(sx, sh_shift[ph], n);
     }
-    float s1, s2;
-    centred_sums<P, V>(shift, n, load, col_of, s1, s2);
     const float m = unscaled_absmax<K, P, V, kHold>(p, load, col_of, c);
-    const Stats st = row_stats<K, T, R, C>(shift, s1, s2, m, sh_stats[ph], n, p.eps);
+    const Stats st = share_stats<K, P, V, T, R, C>(p, sx, m, load, col_of, sh_shift[ph], sh_stats[ph], merge, it % 2);
     finish_row<K, P, V, kHold, kKeep, T, R, C>(p, st, load, col_of, c, sh_max[ph], qmul, row, live, lane == 0);
     if constexpr (kPrefetchRow) {
       in = next;
@@ -813,6 +885,7 @@ __device__ __forceinline__ void one_pass_staged(const Params& p) {
   constexpr int S = scratch_sets<K>();
   __shared__ ReduceScratch<T, 1, 1> sh_shift[S], sh_max[S];
   __shared__ ReduceScratch<T, 1, stat_values<K>()> sh_stats[S];
+  __shared__ ClusterMerge merge;
   extern __shared__ uint4 stage_words[];
   X* stage = reinterpret_cast<X*>(stage_words);
   const int lane = (C > 1 ? cluster_rank() * T : 0) + threadIdx.x;
@@ -821,9 +894,9 @@ __device__ __forceinline__ void one_pass_staged(const Params& p) {
   auto col_of = [&](int i) { return (i * C * T + lane) * V; };
   auto slot = [&](int i) { return stage + (i * T + threadIdx.x) * V; };  // conflict-free
 
-  int ph = 0;
+  int ph = 0, it = 0;
   for (i64 row = C > 1 ? cluster_index() : blockIdx.x; row < p.rows;
-       row += C > 1 ? cluster_count() : gridDim.x, ph = (ph + 1) % S) {
+       row += C > 1 ? cluster_count() : gridDim.x, ph = (ph + 1) % S, ++it) {
     const X* xr = static_cast<const X*>(p.x) + row_offset(row, p.inner, p.x_so, p.x_si);
     const X* rr = static_cast<const X*>(p.residual) + (kAdd ? row_offset(row, p.inner, p.r_so, p.r_si) : 0);
     X* res_out = K::kFusedAdd == 1 ? static_cast<X*>(p.res_out) + row * n : nullptr;
@@ -847,11 +920,8 @@ __device__ __forceinline__ void one_pass_staged(const Params& p) {
       v.load(0, slot(i));
       v.get(0, d);
     };
-    const float shift = kLN ? row_mean<T, 1, C>(sx, sh_shift[ph], n) : 0.f;
-    float s1, s2;
-    centred_sums<P, V>(shift, n, load, col_of, s1, s2);
     const float m = unscaled_absmax<K, P, V, false>(p, load, col_of, Columns<K, 1, V>{});
-    const Stats st = row_stats<K, T, 1, C>(shift, s1, s2, m, sh_stats[ph], n, p.eps);
+    const Stats st = share_stats<K, P, V, T, 1, C>(p, sx, m, load, col_of, sh_shift[ph], sh_stats[ph], merge, it % 2);
     finish_row<K, P, V, false, false, T, 1, C>(p, st, load, col_of, Columns<K, 1, V>{}, sh_max[ph], qmul, row,
                                                true, lane == 0);
   }
