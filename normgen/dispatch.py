@@ -11,7 +11,7 @@ from dataclasses import replace
 from typing import Optional
 
 from . import arrays, codegen, runtime, tiles
-from .spec import KernelSpec
+from .spec import KernelSpec, invalid_reason
 from .types import FLOAT_INPUTS, QUANT_NAMES, DType, FusedAdd, Norm, NormOutput, Pipeline, Quant
 
 GENERATED_DIR = Path(os.environ.get("NORMGEN_GENERATED_DIR", codegen.GENERATED))
@@ -56,8 +56,8 @@ def candidates(call: KernelSpec, n: int, vec_align: int):
     if n <= tiles.ONE_PASS_MAX_N[x]:
         for b in tiles.BUCKETS:
             if b >= n:
-                yield from (replace(call, pipeline=Pipeline.ONE_PASS, bucket=b, vec=v)
-                            for v in vecs if tiles.has_one_pass(x, b, v))
+                yield from (s for s in (replace(call, pipeline=Pipeline.ONE_PASS, bucket=b, vec=v) for v in vecs)
+                            if invalid_reason(s) is None)
     yield from (replace(call, pipeline=Pipeline.TWO_PASS, bucket=None, vec=v) for v in vecs)
 
 

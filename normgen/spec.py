@@ -76,6 +76,17 @@ class KernelSpec:
         fused = self.fused_add != FusedAdd.NONE or self.quant != Quant.NONE
         return tiles.pack_columns(self.tile, sum(d is not None and d.itemsize == 2 for d in held), fused)
 
+    @property
+    def min_blocks_per_sm(self) -> int:
+        """__launch_bounds__' residency target. Staged blocks are built to fit four (of 256
+        threads) or two (of 512) per SM, 64 registers each; an x-bias loaded beside each
+        batch, or a dynamic quant over narrow vectors (many addresses per thread), spills
+        8-36 bytes there (ptxas, every norm and precision), so those instances are built
+        for half as many blocks."""
+        t = self.tile
+        narrow = self.quant == Quant.DYNAMIC and t.vec * self.x.itemsize < 8
+        return max(t.min_blocks_per_sm // 2, 1) if t.stage_bytes and (self.x_bias or narrow) else t.min_blocks_per_sm
+
     def __str__(self) -> str:
         return self.name
 
@@ -109,6 +120,10 @@ def invalid_reason(spec: KernelSpec) -> Optional[str]:
             return (f"a one-pass row of {s.bucket} in {s.vec}-element accesses needs more "
                     "accesses per thread than its register share holds, or sub-word "
                     "shared-memory staging; the two-pass instance serves it")
+        t = s.tile
+        if t.block_threads == 1024 and not t.stage_bytes and (s.x_bias or s.quant == Quant.DYNAMIC):
+            return ("a 1024-thread row in registers (64 per thread) cannot also hold an x-bias "
+                    "or a dynamic quant's working set without spilling; the next bucket serves it")
     if s.pipeline == Pipeline.TWO_PASS and s.bucket is not None:
         return "a two-pass instance serves every N and has no bucket"
     return None

@@ -1,6 +1,10 @@
 """Every selected instance compiles for sm_90 through NVRTC (no GPU needed), with no
 register spills and no local-memory stack frame."""
+import pytest
+
+from normgen import codegen
 from normgen.compile import compile_file
+from normgen.spec import parse_name
 
 from .conftest import source_dir
 
@@ -13,3 +17,22 @@ def test_instance_compiles_without_spills(spec):
     assert res["spill_stores"] == res["spill_loads"] == 0, compiled.log
     assert res["stack"] == 0, compiled.log
     assert "warning" not in compiled.log, compiled.log
+
+
+# The heaviest fusions outside the default set, which once spilled (staged tiles with an
+# x-bias or a narrow-vector dynamic quant); compiled from a scratch folder.
+HEAVY = (
+    "rmsnorm_fwd_bf16_xb_add1_nb32768_1p_v2",
+    "rmsnorm_fwd_fp16_wfp32_xb_add1_smfp32_dqint8_syfp32_nb65536_1p_v8_mv",
+    "rmsnorm_fwd_fp32_dqfp8_syfp32_nb65536_1p_v1",
+    "layernorm_fwd_bf16_wfp32_xb_add1_smfp32_dqint8_syfp32_nb262144_1p_v2_mv",
+    "layernorm_fwd_fp32_xb_add1_smfp32_dqint8_syfp32_nb131072_1p_v1_mv",
+)
+
+
+@pytest.mark.parametrize("name", HEAVY)
+def test_heavy_fusions_compile_without_spills(name, tmp_path):
+    spec = parse_name(name)
+    codegen.write(tmp_path, codegen.outputs([spec]))
+    res = compile_file(tmp_path / spec.file_name, arch="sm_90").resources
+    assert res["spill_stores"] == res["spill_loads"] == 0, name

@@ -1,4 +1,6 @@
 """The spec model: names round-trip, invalid combinations say why, tiles fit the bucket."""
+from dataclasses import replace
+
 import pytest
 
 from normgen import tiles
@@ -112,3 +114,18 @@ def test_buckets_cover_one_pass_range():
 ])
 def test_which_instances_keep_columns_packed(name, packed):
     assert parse_name(name).pack_columns is packed
+
+
+def test_fused_rows_too_big_for_1024_thread_registers_take_the_next_bucket():
+    heavy = parse_name("rmsnorm_fwd_fp32_nb32768_1p_v4")
+    for fused in (dict(x_bias=True), dict(quant=Quant.DYNAMIC, out=DType.FP8, scale=DType.FP32)):
+        spec = replace(heavy, **fused)
+        assert "1024-thread" in invalid_reason(spec)
+        assert dispatch_choice(spec, 20000).bucket == 65536  # staged, one pass still
+    assert invalid_reason(replace(heavy, fused_add=FusedAdd.STORE)) is None
+
+
+def dispatch_choice(spec, n):
+    from normgen import dispatch
+
+    return next(dispatch.candidates(spec, n, spec.vec))
