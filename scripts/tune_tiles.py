@@ -1,13 +1,13 @@
-"""Time alternative one-pass tile shapes and grid sizes for chosen (norm, dtype, N) on the
-GPU, without touching the committed table: each candidate is rendered into a scratch folder
-and dispatched from there. Usage (GPU machine): python scripts/tune_tiles.py [NAME ...]
-(names of CANDIDATES' groups; all by default).
+"""Time alternative one-pass tile shapes, grid sizes and kernel changes for chosen (benchmark
+op, dtype, N) on the GPU, without touching the committed table or template: each candidate
+is rendered into a scratch folder and dispatched from there. Usage (GPU machine):
+python scripts/tune_tiles.py [NAME ...] (names of CANDIDATES' groups; all by default).
 
-A candidate is (threads per row, rows per block, cluster, staged, grid): grid "persistent"
-launches the committed grid (enough blocks to fill the device at full occupancy, striding
-over the rows); "full" one block (cluster) per row group. An optional sixth element names
-a PATCHES entry: text replacements in the rendered header, for trying a kernel change
-before making it."""
+A candidate is (threads per row, rows per block, cluster, staged, grid, *patches): grid is
+"full" (one block or cluster per row group), "rK" (about K row groups per block, at least
+one wave) or a number of waves (blocks the device holds at once; tiles.Tile.waves is the
+committed choice); patches name PATCHES entries, text replacements in the rendered header
+for trying a kernel change before making it. CANDIDATES holds the last experiment run."""
 import sys
 import tempfile
 from pathlib import Path
@@ -20,18 +20,15 @@ from normgen.spec import KernelSpec  # noqa: E402
 from normgen.types import DType, FusedAdd, Norm, Pipeline, Quant  # noqa: E402
 
 F = "full"
-# A candidate: (threads per row, rows per block, cluster, staged, grid, *patches); grid is
-# "full", "rK" (about K row groups per block, at least one wave) or a number of waves (blocks the
-# device holds at once). cands() spells the common ones.
 
 
 def cands(shapes, grids, *patches):
+    """Unstaged single-block candidates: each (threads, rows) shape at each grid."""
     return [(t, r, 1, False, g, *patches) for t, r in shapes for g in grids]
 
 
 def sweep(x, n, grids=(1, 4)):
-    """Rows of 4, 8 and 16 B per thread-vector... i.e. P = 4, 2, 1 vectors per thread, blocks of
-    at least 128 threads, each grid multiple."""
+    """4, 2 and 1 vectors per thread, in blocks of at least 128 threads, at each grid."""
     out = []
     for per_thread in (4 * x.vmax, 2 * x.vmax, x.vmax):
         t = n // per_thread
@@ -41,16 +38,12 @@ def sweep(x, n, grids=(1, 4)):
 
 
 CANDIDATES = {  # name: (bench op, dtype, N, candidates)
-    "addln8k": ("add+layernorm", DType.BF16, 8192, cands([(256, 1)], [16], "") + cands([(256, 1)], [16], "packg")),
-    **{f"lni8-{n // 1024}k": ("layernorm+int8", DType.BF16, n, cands([(t, r)], [16], "") + cands([(t, r)], [16], "packg")
-                              + cands([(t, r)], [16], "nokeep") + cands([(t, r)], [16], "packg", "nokeep"))
-       for n, t, r in ((1024, 32, 4), (4096, 128, 1), (8192, 256, 1), (16384, 512, 1))},
-    "lnf8-4k": ("layernorm+fp8", DType.BF16, 4096, cands([(128, 1)], [16], "") + cands([(128, 1)], [16], "packg")),
-    "rmsf8-16k": ("rmsnorm+fp8", DType.BF16, 16384, cands([(512, 1)], [16], "") + cands([(512, 1)], [16], "packg")
-                  + cands([(512, 1)], [16], "nokeep")),
+    "ln4k": ("layernorm", DType.BF16, 4096, cands([(128, 1), (256, 1)], [1, 4, 16, F])),
+    "rms16k": ("rmsnorm", DType.BF16, 16384, cands([(512, 1)], [1, 16]) + cands([(512, 1)], [16], "fma")),
+    "lni8-8k": ("layernorm+int8", DType.BF16, 8192, cands([(256, 1)], [16]) + cands([(256, 1)], [16], "nokeep")),
+    "ln256k": ("layernorm", DType.BF16, 262144, [(512, 1, 8, True, g) for g in (1, 4, 8)]),
 }
 PATCHES = {  # name: [(old, new), ...]
-    "": [],
     # dynamic quant recomputes the outputs after the absolute maximum instead of keeping them
     "nokeep": [("constexpr bool kKeep = K::kQuant == Quant::DYNAMIC &&", "constexpr bool kKeep = false &&")],
     # y stored with the streaming hint (st.global.cs)
@@ -67,13 +60,6 @@ PATCHES = {  # name: [(old, new), ...]
     # LayerNorm's normalize as two fmas: ((x - shift) * rstd - c * rstd) * g + b
     "fma": [("out[j] = fmaf((d[j] - st.c) * st.rstd, g, c.b.get(ci, j));",
              "out[j] = fmaf(fmaf(d[j], st.rstd, -st.c * st.rstd), g, c.b.get(ci, j));")],
-    # held columns kept packed (the compiler otherwise keeps them as floats: twice the registers)
-    "packg": [("  __device__ __forceinline__ void load_bias(", """  __device__ __forceinline__ void opaque() {
-#pragma unroll
-    for (int k = 0; k < Packed<W, P, V>::kWords; ++k) asm volatile("" : "+r"(g.w[k]), "+r"(b.w[k]));
-  }
-  __device__ __forceinline__ void load_bias("""),
-              ("    RowIn<K, P, V> next;\n", "    RowIn<K, P, V> next;\n    if constexpr (kHold) c.opaque();\n")],
 }
 TORCH = {DType.BF16: torch.bfloat16, DType.FP16: torch.float16, DType.FP32: torch.float32}
 
@@ -109,7 +95,8 @@ def time_candidate(op, x, n, cand, ins, ceiling):
         fn()
         (kernel,) = runtime._loaded.values()
         m = ins[0].shape[0]
-        per_sm = kernel.max_groups // spec.tile.waves * kernel.cluster // torch.cuda.get_device_properties(0).multi_processor_count
+        sms = torch.cuda.get_device_properties(0).multi_processor_count
+        per_sm = kernel.max_groups // spec.tile.waves * kernel.cluster // sms
         if grid == F:
             kernel.max_groups = 1 << 30
         elif isinstance(grid, str):  # "rK": about K row groups per block, at least one wave
@@ -120,7 +107,8 @@ def time_candidate(op, x, n, cand, ins, ceiling):
         ms = bench.time_events(fn)
         t = spec.tile
         print(f"{op:14s} {x.value} N={n:6d} threads={threads:4d} rows={rows} cluster={cluster} "
-              f"staged={staged:d} grid={grid!s:4s} {'+'.join(patch):10s} P={t.repeat:2d} regs={regs:3d} blocks/SM={per_sm:2d}: "
+              f"staged={staged:d} grid={grid!s:4s} {'+'.join(patch):10s} P={t.repeat:2d} regs={regs:3d} "
+              f"blocks/SM={per_sm:2d}: "
               f"{ms * 1e3:7.1f} us {bench.OPS[op][3](m, n, x.itemsize) / ms / 1e6 / ceiling:5.3f}", flush=True)
     finally:
         tiles.ONE_PASS_TILES[x.itemsize][n] = saved
