@@ -26,7 +26,7 @@ struct Traits {
 };
 }  // namespace
 
-extern "C" __global__ void __launch_bounds__(128, 1)
+extern "C" __global__ void __launch_bounds__(128, 4)
 layernorm_fwd_bf16_wfp32_nb2048_1p_v8_mv(const normgen::Params p) {
   normgen::norm_fwd<Traits>(p);
 }

@@ -26,7 +26,7 @@ struct Traits {
 };
 }  // namespace
 
-extern "C" __global__ void __launch_bounds__(256, 1)
+extern "C" __global__ void __launch_bounds__(256, 2)
 layernorm_fwd_bf16_wfp32_nb8192_1p_v1(const normgen::Params p) {
   normgen::norm_fwd<Traits>(p);
 }

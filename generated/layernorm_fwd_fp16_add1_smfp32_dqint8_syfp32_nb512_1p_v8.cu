@@ -26,7 +26,7 @@ struct Traits {
 };
 }  // namespace
 
-extern "C" __global__ void __launch_bounds__(128, 1)
+extern "C" __global__ void __launch_bounds__(128, 4)
 layernorm_fwd_fp16_add1_smfp32_dqint8_syfp32_nb512_1p_v8(const normgen::Params p) {
   normgen::norm_fwd<Traits>(p);
 }

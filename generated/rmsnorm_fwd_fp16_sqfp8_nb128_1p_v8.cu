@@ -26,7 +26,7 @@ struct Traits {
 };
 }  // namespace
 
-extern "C" __global__ void __launch_bounds__(128, 1)
+extern "C" __global__ void __launch_bounds__(128, 4)
 rmsnorm_fwd_fp16_sqfp8_nb128_1p_v8(const normgen::Params p) {
   normgen::norm_fwd<Traits>(p);
 }

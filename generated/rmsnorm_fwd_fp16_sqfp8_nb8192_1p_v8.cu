@@ -26,7 +26,7 @@ struct Traits {
 };
 }  // namespace
 
-extern "C" __global__ void __launch_bounds__(256, 1)
+extern "C" __global__ void __launch_bounds__(256, 2)
 rmsnorm_fwd_fp16_sqfp8_nb8192_1p_v8(const normgen::Params p) {
   normgen::norm_fwd<Traits>(p);
 }
