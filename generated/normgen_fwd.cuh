@@ -877,7 +877,6 @@ template <class K>
 __device__ __forceinline__ void one_pass_staged(const Params& p) {
   using X = typename K::X;
   constexpr int T = K::kThreadsPerRow, C = K::kCluster, V = K::kVec, P = K::kRepeat;
-  constexpr bool kLN = K::kNorm == Norm::LAYERNORM;
   constexpr bool kAdd = K::kFusedAdd != 0;
   constexpr int kPerBatch = kAdd ? 2 : 4;  // vectors: four loads with the residual's
   constexpr int kBatch = P < kPerBatch ? P : kPerBatch;
@@ -1015,6 +1014,8 @@ __device__ __forceinline__ void two_pass(const Params& p) {
 
 template <class K>
 __device__ __forceinline__ void norm_fwd(const Params& p) {
+  static_assert(!K::kPackColumns || (K::kPipeline == Pipeline::ONE_PASS && !K::kStaged),
+                "only register-held one-pass rows hold columns, packed or not");
   if constexpr (K::kPipeline == Pipeline::ONE_PASS && K::kStaged) {
     one_pass_staged<K>(p);
   } else if constexpr (K::kPipeline == Pipeline::ONE_PASS) {
