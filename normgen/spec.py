@@ -85,7 +85,9 @@ class KernelSpec:
         for half as many blocks."""
         t = self.tile
         narrow = self.quant == Quant.DYNAMIC and t.vec * self.x.itemsize < 8
-        return max(t.min_blocks_per_sm // 2, 1) if t.stage_bytes and (self.x_bias or narrow) else t.min_blocks_per_sm
+        if t.stage_bytes and (self.x_bias or narrow):
+            return max(t.min_blocks_per_sm // 2, 1)
+        return t.min_blocks_per_sm
 
     def __str__(self) -> str:
         return self.name

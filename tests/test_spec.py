@@ -3,7 +3,7 @@ from dataclasses import replace
 
 import pytest
 
-from normgen import tiles
+from normgen import dispatch, tiles
 from normgen.matrix import Selection, select
 from normgen.spec import KernelSpec, SpecError, invalid_reason, parse_name
 from normgen.types import DType, FusedAdd, Norm, Pipeline, Quant
@@ -121,11 +121,6 @@ def test_fused_rows_too_big_for_1024_thread_registers_take_the_next_bucket():
     for fused in (dict(x_bias=True), dict(quant=Quant.DYNAMIC, out=DType.FP8, scale=DType.FP32)):
         spec = replace(heavy, **fused)
         assert "1024-thread" in invalid_reason(spec)
-        assert dispatch_choice(spec, 20000).bucket == 65536  # staged, one pass still
+        assert next(dispatch.candidates(spec, 20000, spec.vec)).bucket == 65536  # staged, one pass
     assert invalid_reason(replace(heavy, fused_add=FusedAdd.STORE)) is None
 
-
-def dispatch_choice(spec, n):
-    from normgen import dispatch
-
-    return next(dispatch.candidates(spec, n, spec.vec))
