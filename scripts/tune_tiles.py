@@ -103,7 +103,7 @@ def time_candidate(op, x, n, cand, ins, ceiling):
             kernel.max_groups = max(kernel.max_groups // spec.tile.waves, -(-m // rows // int(grid[1:])))
         else:  # grid times the blocks the device holds
             kernel.max_groups = kernel.max_groups // spec.tile.waves * grid
-        regs = kernel.module.get_function(spec.symbol).num_regs
+        regs = kernel.module.get_function(kernel.symbol).num_regs
         ms = bench.time_events(fn)
         t = spec.tile
         print(f"{op:14s} {x.value} N={n:6d} threads={threads:4d} rows={rows} cluster={cluster} "
@@ -113,6 +113,7 @@ def time_candidate(op, x, n, cand, ins, ceiling):
     finally:
         tiles.ONE_PASS_TILES[x.itemsize][n] = saved
         runtime._loaded.clear()
+        runtime._modules.clear()
 
 
 def main(names):
