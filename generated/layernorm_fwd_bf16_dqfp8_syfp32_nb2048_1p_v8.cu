@@ -23,10 +23,11 @@ struct Traits {
   static constexpr int kCluster = 1;
   static constexpr bool kStaged = false;
   static constexpr bool kPackColumns = true;
+  static constexpr bool kKeepOutputs = true;
 };
 }  // namespace
 
 extern "C" __global__ void __launch_bounds__(128, 4)
 layernorm_fwd_bf16_dqfp8_syfp32_nb2048_1p_v8(const normgen::Params p) {
-  normgen::norm_fwd<Traits>(p);
+  normgen::norm_fwd<Traits, false>(p);
 }

@@ -22,11 +22,12 @@ struct Traits {
   static constexpr int kRepeat = 4;
   static constexpr int kCluster = 1;
   static constexpr bool kStaged = false;
-  static constexpr bool kPackColumns = false;
+  static constexpr bool kPackColumns = true;
+  static constexpr bool kKeepOutputs = true;
 };
 }  // namespace
 
 extern "C" __global__ void __launch_bounds__(512, 1)
 layernorm_fwd_bf16_smfp32_dqint8_syfp32_nb16384_1p_v8(const normgen::Params p) {
-  normgen::norm_fwd<Traits>(p);
+  normgen::norm_fwd<Traits, false>(p);
 }

@@ -300,12 +300,22 @@ __device__ __forceinline__ void row_reduce(float (&v)[K], ReduceScratch<T, R, K>
       for (int k = 0; k < K; ++k) row[(warp % W) * K + k] = v[k];
     }
     __syncthreads();
+    if constexpr (W >= 16) {  // lane l takes warp l % W's partials, then a butterfly: few registers
 #pragma unroll
-    for (int k = 0; k < K; ++k) {
-      float s = row[k];
+      for (int k = 0; k < K; ++k) v[k] = row[(threadIdx.x % W) * K + k];
 #pragma unroll
-      for (int w = 1; w < W; ++w) s = Op::op(k, s, row[w * K + k]);
-      v[k] = s;
+      for (int off = W / 2; off > 0; off /= 2) {
+#pragma unroll
+        for (int k = 0; k < K; ++k) v[k] = Op::op(k, v[k], __shfl_xor_sync(0xffffffffu, v[k], off));
+      }
+    } else {  // each thread in turn: the shortest latency
+#pragma unroll
+      for (int k = 0; k < K; ++k) {
+        float s = row[k];
+#pragma unroll
+        for (int w = 1; w < W; ++w) s = Op::op(k, s, row[w * K + k]);
+        v[k] = s;
+      }
     }
   }
   if constexpr (C > 1) {
@@ -541,7 +551,25 @@ __device__ __forceinline__ void save_stats(const Params& p, i64 row, const Stats
 }
 
 // ---- the steps every pipeline shares ----------------------------------------------------
-// `load(i, d)` gives vector i of a thread's P vectors as floats; `col_of(i)` is its column.
+// Where a thread's vectors of a row lie: vector i at column cols(i), inside the row of n
+// columns unless it is padding. kFull: N is the tile's whole row (the bucket), so every
+// vector is inside, known at compile time: every pass loses its per-vector comparisons
+// and the branches around each vector's work, and the compiler issues all the vectors'
+// loads (shared memory, per-column vectors) ahead of their arithmetic. Measured on an
+// H100 (tune_tiles.py, rows of the bucket's length): staged RMSNorm + fp8 at 32768,
+// 0.78 -> 0.88 of copy.
+template <bool kFull, class ColOf> struct RowCols {
+  ColOf col_of;
+  int n;
+  __device__ __forceinline__ auto operator()(int i) const { return col_of(i); }
+  __device__ __forceinline__ bool inside(int i) const { return kFull || col_of(i) < n; }
+};
+template <bool kFull, class ColOf>
+__device__ __forceinline__ RowCols<kFull, ColOf> row_cols(const ColOf& col_of, int n) {
+  return {col_of, n};
+}
+
+// `load(i, d)` gives vector i of a thread's P vectors as floats; `cols(i)` is its column.
 // The mean of the row's values summed in `s` (a per-thread partial): the shift.
 template <int T, int R, int C>
 __device__ __forceinline__ float row_mean(float s, ReduceScratch<T, R, 1>& sh, int count) {
@@ -551,13 +579,13 @@ __device__ __forceinline__ float row_mean(float s, ReduceScratch<T, R, 1>& sh, i
 }
 
 // This thread's sums of (x - shift) and (x - shift)^2; padding vectors stay out.
-template <int P, int V, class Load, class ColOf>
-__device__ __forceinline__ void centred_sums(float shift, int n, const Load& load, const ColOf& col_of,
-                                             float& s1, float& s2) {
+template <int P, int V, class Load, class Cols>
+__device__ __forceinline__ void centred_sums(float shift, const Load& load, const Cols& cols, float& s1,
+                                             float& s2) {
   s1 = s2 = 0.f;
 #pragma unroll
   for (int i = 0; i < P; ++i) {
-    if (col_of(i) < n) {
+    if (cols.inside(i)) {
       float d[V], a, b;
       load(i, d);
 #pragma unroll
@@ -577,15 +605,15 @@ struct ClusterMerge {
   float stats[3];  // the merged shift, c and rstd, for this block's threads
 };
 
-// The row's statistics from this thread's share of it (load, col_of; sx its sum, m as for
+// The row's statistics from this thread's share of it (load, cols; sx its sum, m as for
 // row_stats). LayerNorm shifts by the row's mean, a first reduction -- except over a
 // cluster, where each block centres its share on its own mean (block reductions only) and
 // one cluster exchange merges the blocks' (shift, s1, s2, count) in rank order (Chan et
 // al.): d_b = (shift_b - shift_0) + s1_b / n_b, mean = shift_0 + sum(n_b d_b) / n, and
 // M2 = sum(s2_b - s1_b^2 / n_b) + sum(n_b (d_b - mean d)^2), all terms well conditioned.
 // One cluster barrier per row instead of two; every thread gets the same bits.
-template <class K, int P, int V, int T, int R, int C, class Load, class ColOf>
-__device__ __forceinline__ Stats share_stats(const Params& p, float sx, float m, const Load& load, const ColOf& col_of,
+template <class K, int P, int V, int T, int R, int C, class Load, class Cols>
+__device__ __forceinline__ Stats share_stats(const Params& p, float sx, float m, const Load& load, const Cols& cols,
                                              ReduceScratch<T, R, 1>& sh_shift,
                                              ReduceScratch<T, R, stat_values<K>()>& sh_stats, ClusterMerge& merge,
                                              int parity) {
@@ -599,7 +627,7 @@ __device__ __forceinline__ Stats share_stats(const Params& p, float sx, float m,
     float v[1] = {sx}, s[2];
     row_reduce<Sum, T, 1, 1, 1>(v, sh_shift);
     const float shift = nb > 0 ? v[0] / static_cast<float>(nb) : 0.f;
-    centred_sums<P, V>(shift, n, load, col_of, s[0], s[1]);
+    centred_sums<P, V>(shift, load, cols, s[0], s[1]);
     row_reduce<Sum, T, 1, 1, 2>(s, sh_stats);
     float* part = merge.part[parity];
     if (threadIdx.x == 0) {
@@ -639,20 +667,20 @@ __device__ __forceinline__ Stats share_stats(const Params& p, float sx, float m,
   } else {
     const float shift = K::kNorm == Norm::LAYERNORM ? row_mean<T, R, C>(sx, sh_shift, n) : 0.f;
     float s1, s2;
-    centred_sums<P, V>(shift, n, load, col_of, s1, s2);
+    centred_sums<P, V>(shift, load, cols, s1, s2);
     return row_stats<K, T, R, C>(shift, s1, s2, m, sh_stats, n, p.eps);
   }
 }
 
 // fn(i, out) for each of this thread's vectors of a row, with its float outputs; columns
 // from c when kHeld (the same for every row), else loaded per vector.
-template <class K, int P, int V, bool kHeld, class Load, class ColOf, class Fn>
+template <class K, int P, int V, bool kHeld, class Load, class Cols, class Fn>
 __device__ __forceinline__ void for_each_output(const Params& p, const Stats& st, const Load& load,
-                                                const ColOf& col_of, const Columns<K, kHeld ? P : 1, V>& c,
+                                                const Cols& cols, const Columns<K, kHeld ? P : 1, V>& c,
                                                 const Fn& fn) {
 #pragma unroll
   for (int i = 0; i < P; ++i) {
-    if (col_of(i) < p.n) {
+    if (cols.inside(i)) {
       float d[V], out[V];
       load(i, d);
 #pragma unroll
@@ -661,7 +689,7 @@ __device__ __forceinline__ void for_each_output(const Params& p, const Stats& st
         outputs<K, P, V>(out, p, st, d, c, i);
       } else {
         Columns<K, 1, V> ci;
-        ci.load_epilogue(p, 0, col_of(i));
+        ci.load_epilogue(p, 0, cols(i));
         outputs<K, 1, V>(out, p, st, d, ci, 0);
       }
       fn(i, out);
@@ -670,11 +698,11 @@ __device__ __forceinline__ void for_each_output(const Params& p, const Stats& st
 }
 
 // The largest |output| among this thread's vectors of a row (0 for none).
-template <class K, int P, int V, bool kHeld, class Load, class ColOf>
-__device__ __forceinline__ float absmax(const Params& p, const Stats& st, const Load& load, const ColOf& col_of,
+template <class K, int P, int V, bool kHeld, class Load, class Cols>
+__device__ __forceinline__ float absmax(const Params& p, const Stats& st, const Load& load, const Cols& cols,
                                         const Columns<K, kHeld ? P : 1, V>& c) {
   float m = 0.f;
-  for_each_output<K, P, V, kHeld>(p, st, load, col_of, c, [&](int, const float (&out)[V]) {
+  for_each_output<K, P, V, kHeld>(p, st, load, cols, c, [&](int, const float (&out)[V]) {
 #pragma unroll
     for (int j = 0; j < V; ++j) m = fmaxf(m, fabsf(out[j]));
   });
@@ -683,24 +711,24 @@ __device__ __forceinline__ float absmax(const Params& p, const Stats& st, const 
 
 // With merged_max, this thread's largest |h * (gamma + offset) * smooth| (its outputs with
 // rstd = 1, exactly: multiplying by 1 rounds nothing); else 0.
-template <class K, int P, int V, bool kHeld, class Load, class ColOf>
-__device__ __forceinline__ float unscaled_absmax(const Params& p, const Load& load, const ColOf& col_of,
+template <class K, int P, int V, bool kHeld, class Load, class Cols>
+__device__ __forceinline__ float unscaled_absmax(const Params& p, const Load& load, const Cols& cols,
                                                  const Columns<K, kHeld ? P : 1, V>& c) {
-  if constexpr (merged_max<K>()) return absmax<K, P, V, kHeld>(p, Stats{0.f, 0.f, 1.f, 0.f}, load, col_of, c);
+  if constexpr (merged_max<K>()) return absmax<K, P, V, kHeld>(p, Stats{0.f, 0.f, 1.f, 0.f}, load, cols, c);
   return 0.f;
 }
 
 // Normalize, quantize (times qmul) and store this thread's vectors of a row at y_off.
-template <class K, int P, int V, bool kHeld, class Load, class ColOf>
+template <class K, int P, int V, bool kHeld, class Load, class Cols>
 __device__ __forceinline__ void normalize_row(const Params& p, const Stats& st, const Load& load,
-                                              const ColOf& col_of, const Columns<K, kHeld ? P : 1, V>& c,
+                                              const Cols& cols, const Columns<K, kHeld ? P : 1, V>& c,
                                               float qmul, i64 y_off) {
-  for_each_output<K, P, V, kHeld>(p, st, load, col_of, c, [&](int i, float (&out)[V]) {
+  for_each_output<K, P, V, kHeld>(p, st, load, cols, c, [&](int i, float (&out)[V]) {
     if constexpr (K::kQuant != Quant::NONE) {
 #pragma unroll
       for (int j = 0; j < V; ++j) out[j] *= qmul;
     }
-    store_vec<typename K::Y, V>(static_cast<typename K::Y*>(p.y) + y_off + col_of(i), out);
+    store_vec<typename K::Y, V>(static_cast<typename K::Y*>(p.y) + y_off + cols(i), out);
   });
 }
 
@@ -708,9 +736,9 @@ __device__ __forceinline__ void normalize_row(const Params& p, const Stats& st, 
 // thread takes part in, live row or not), then this thread's outputs and the row's stats.
 // With kKeep the outputs computed for the absolute maximum stay in registers for the
 // stores (the normalize chain is most of a 16-bit row's instructions); else they are
-// computed again.
-template <class K, int P, int V, bool kHeld, bool kKeep, int T, int R, int C, class Load, class ColOf>
-__device__ __forceinline__ void finish_row(const Params& p, const Stats& st, const Load& load, const ColOf& col_of,
+// computed again (K::kKeepOutputs says which, for register-held rows).
+template <class K, int P, int V, bool kHeld, bool kKeep, int T, int R, int C, class Load, class Cols>
+__device__ __forceinline__ void finish_row(const Params& p, const Stats& st, const Load& load, const Cols& cols,
                                            const Columns<K, kHeld ? P : 1, V>& c, ReduceScratch<T, R, 1>& sh_max,
                                            float qmul, i64 row, bool live, bool leader) {
   float keep[kKeep ? P : 1][V];
@@ -718,7 +746,7 @@ __device__ __forceinline__ void finish_row(const Params& p, const Stats& st, con
     qmul = dynamic_scale<K>(p, st.amax, row, live && leader);
   } else if constexpr (K::kQuant == Quant::DYNAMIC) {
     float m[1] = {0.f};
-    for_each_output<K, P, V, kHeld>(p, st, load, col_of, c, [&](int i, const float (&out)[V]) {
+    for_each_output<K, P, V, kHeld>(p, st, load, cols, c, [&](int i, const float (&out)[V]) {
 #pragma unroll
       for (int j = 0; j < V; ++j) {
         m[0] = fmaxf(m[0], fabsf(out[j]));
@@ -732,14 +760,14 @@ __device__ __forceinline__ void finish_row(const Params& p, const Stats& st, con
     if constexpr (kKeep && K::kQuant == Quant::DYNAMIC) {
 #pragma unroll
       for (int i = 0; i < P; ++i) {
-        if (col_of(i) < p.n) {
+        if (cols.inside(i)) {
 #pragma unroll
           for (int j = 0; j < V; ++j) keep[i][j] *= qmul;
-          store_vec<typename K::Y, V>(static_cast<typename K::Y*>(p.y) + row * p.n + col_of(i), keep[i]);
+          store_vec<typename K::Y, V>(static_cast<typename K::Y*>(p.y) + row * p.n + cols(i), keep[i]);
         }
       }
     } else {
-      normalize_row<K, P, V, kHeld>(p, st, load, col_of, c, qmul, row * p.n);
+      normalize_row<K, P, V, kHeld>(p, st, load, cols, c, qmul, row * p.n);
     }
     if (leader) save_stats<K>(p, row, st);
   }
@@ -766,19 +794,19 @@ __device__ __forceinline__ void load_in(RowIn<K, P, V>& in, int i, const typenam
 
 // The fused prologue over a thread's share of a row (see fuse; padding stays zero), with
 // the x-bias from c when kHeld, else loaded per vector; the sums go to res_out's columns.
-template <class K, int P, int V, bool kHeld, class ColOf>
+template <class K, int P, int V, bool kHeld, class Cols>
 __device__ __forceinline__ void fuse_row(RowIn<K, P, V>& in, const Params& p, const Columns<K, kHeld ? P : 1, V>& c,
-                                         const ColOf& col_of, typename K::X* res_out) {
+                                         const Cols& cols, typename K::X* res_out) {
   if constexpr (K::kFusedAdd != 0 || K::kXBias) {
 #pragma unroll
     for (int i = 0; i < P; ++i) {
-      if (col_of(i) < p.n) {
-        typename K::X* to = res_out ? res_out + col_of(i) : nullptr;
+      if (cols.inside(i)) {
+        typename K::X* to = res_out ? res_out + cols(i) : nullptr;
         if constexpr (kHeld) {
           fuse<K, P, V, P>(in.x, in.r, i, c, i, to);
         } else {
           Columns<K, 1, V> ci;
-          ci.load_bias(p, 0, col_of(i));
+          ci.load_bias(p, 0, cols(i));
           fuse<K, P, V, 1>(in.x, in.r, i, ci, 0, to);
         }
       }
@@ -794,7 +822,7 @@ __device__ __forceinline__ void fuse_row(RowIn<K, P, V>& in, const Params& p, co
 // DRAM busy across a block's rows: the next row's loads are issued before this row's
 // reductions, and the per-column vectors (the same for every row) are loaded once per
 // block -- each when it fits the register budget.
-template <class K>
+template <class K, bool kFull>
 __device__ __forceinline__ void one_pass(const Params& p) {
   using X = typename K::X;
   constexpr int T = K::kThreadsPerRow, R = K::kRowsPerBlock, C = K::kCluster;
@@ -803,8 +831,6 @@ __device__ __forceinline__ void one_pass(const Params& p) {
   constexpr bool kAdd = K::kFusedAdd != 0;
   constexpr bool kHold = V > 1 && Columns<K, P, V>::kWords <= 32;
   constexpr bool kPrefetchRow = V > 1 && (kAdd ? 2 : 1) * Packed<X, P, V>::kWords <= 16;
-  // the outputs kept between the absmax and the stores (32 floats; 16 at 512 threads)
-  constexpr bool kKeep = K::kQuant == Quant::DYNAMIC && !merged_max<K>() && P * V * T * R <= 32 * 256;
   constexpr int S = scratch_sets<K>();
   __shared__ ReduceScratch<T, R, 1> sh_shift[S], sh_max[S];
   __shared__ ReduceScratch<T, R, stat_values<K>()> sh_stats[S];
@@ -814,21 +840,21 @@ __device__ __forceinline__ void one_pass(const Params& p) {
   const i64 group = C > 1 ? cluster_index() : blockIdx.x;
   const i64 stride = (C > 1 ? cluster_count() : gridDim.x) * static_cast<i64>(R);
   const int n = p.n;
-  auto col_of = [&](int i) { return (i * C * T + lane) * V; };
+  const auto cols = row_cols<kFull>([=](int i) { return (i * C * T + lane) * V; }, n);
   auto load_row = [&](RowIn<K, P, V>& in, i64 base) {
     const i64 row = base + sub;
     const bool live = row < p.rows;
     const X* xr = static_cast<const X*>(p.x) + (live ? row_offset(row, p.inner, p.x_so, p.x_si) : 0);
     const X* rr = static_cast<const X*>(p.residual) + (live && kAdd ? row_offset(row, p.inner, p.r_so, p.r_si) : 0);
 #pragma unroll
-    for (int i = 0; i < P; ++i) load_in<K, P, V>(in, i, xr, rr, col_of(i), live && col_of(i) < n);
+    for (int i = 0; i < P; ++i) load_in<K, P, V>(in, i, xr, rr, cols(i), live && cols.inside(i));
   };
 
   Columns<K, kHold ? P : 1, V> c;
   if constexpr (kHold) {
 #pragma unroll
     for (int i = 0; i < P; ++i)
-      if (col_of(i) < n) c.load(p, i, col_of(i));
+      if (cols.inside(i)) c.load(p, i, cols(i));
   }
   const float qmul = static_qmul<K>(p);
   i64 base = group * R;
@@ -844,7 +870,7 @@ __device__ __forceinline__ void one_pass(const Params& p) {
     if constexpr (kPrefetchRow) {
       if (more) load_row(next, base + stride);
     }
-    fuse_row<K, P, V, kHold>(in, p, c, col_of,
+    fuse_row<K, P, V, kHold>(in, p, c, cols,
                              K::kFusedAdd == 1 && live ? static_cast<X*>(p.res_out) + row * n : nullptr);
 
     auto load = [&](int i, float (&d)[V]) { in.x.get(i, d); };
@@ -855,9 +881,10 @@ __device__ __forceinline__ void one_pass(const Params& p) {
 #pragma unroll
         for (int j = 0; j < V; ++j) sx += in.x.get(i, j);
     }
-    const float m = unscaled_absmax<K, P, V, kHold>(p, load, col_of, c);
-    const Stats st = share_stats<K, P, V, T, R, C>(p, sx, m, load, col_of, sh_shift[ph], sh_stats[ph], merge, it % 2);
-    finish_row<K, P, V, kHold, kKeep, T, R, C>(p, st, load, col_of, c, sh_max[ph], qmul, row, live, lane == 0);
+    const float m = unscaled_absmax<K, P, V, kHold>(p, load, cols, c);
+    const Stats st = share_stats<K, P, V, T, R, C>(p, sx, m, load, cols, sh_shift[ph], sh_stats[ph], merge, it % 2);
+    finish_row<K, P, V, kHold, K::kKeepOutputs, T, R, C>(p, st, load, cols, c, sh_max[ph], qmul, row, live,
+                                                        lane == 0);
     if constexpr (kPrefetchRow) {
       in = next;
     } else if (more) {
@@ -873,7 +900,7 @@ __device__ __forceinline__ void one_pass(const Params& p) {
 // residual's: 64 bytes in flight per thread at 16-byte vectors, within the 64 registers).
 // Few registers, so several blocks share an SM and hide each other's barrier waits. Each
 // thread reads back only the vectors it wrote: the staging needs no barriers of its own.
-template <class K>
+template <class K, bool kFull>
 __device__ __forceinline__ void one_pass_staged(const Params& p) {
   using X = typename K::X;
   constexpr int T = K::kThreadsPerRow, C = K::kCluster, V = K::kVec, P = K::kRepeat;
@@ -890,7 +917,7 @@ __device__ __forceinline__ void one_pass_staged(const Params& p) {
   const int lane = (C > 1 ? cluster_rank() * T : 0) + threadIdx.x;
   const int n = p.n;
   const float qmul = static_qmul<K>(p);
-  auto col_of = [&](int i) { return (i * C * T + lane) * V; };
+  const auto cols = row_cols<kFull>([=](int i) { return (i * C * T + lane) * V; }, n);
   auto slot = [&](int i) { return stage + (i * T + threadIdx.x) * V; };  // conflict-free
 
   int ph = 0, it = 0;
@@ -903,25 +930,29 @@ __device__ __forceinline__ void one_pass_staged(const Params& p) {
 #pragma unroll
     for (int i0 = 0; i0 < P; i0 += kBatch) {
       RowIn<K, kBatch, V> batch;
-      auto batch_col = [&](int b) { return col_of(i0 + b); };
+      const auto batch_cols = row_cols<kFull>([=](int b) { return cols(i0 + b); }, n);
 #pragma unroll
-      for (int b = 0; b < kBatch; ++b) load_in<K, kBatch, V>(batch, b, xr, rr, batch_col(b), batch_col(b) < n);
-      fuse_row<K, kBatch, V, false>(batch, p, Columns<K, 1, V>{}, batch_col, res_out);
+      for (int b = 0; b < kBatch; ++b)
+        load_in<K, kBatch, V>(batch, b, xr, rr, batch_cols(b), batch_cols.inside(b));
+      fuse_row<K, kBatch, V, false>(batch, p, Columns<K, 1, V>{}, batch_cols, res_out);
 #pragma unroll
       for (int b = 0; b < kBatch; ++b) {
 #pragma unroll
         for (int j = 0; j < V; ++j) sx += batch.x.get(b, j);
         batch.x.store(b, slot(i0 + b));
       }
+      // this batch goes to shared memory before the next is loaded: left free, the
+      // compiler holds every batch in registers to the end, and spills
+      asm volatile("" ::: "memory");
     }
     auto load = [&](int i, float (&d)[V]) {
       Packed<X, 1, V> v;
       v.load(0, slot(i));
       v.get(0, d);
     };
-    const float m = unscaled_absmax<K, P, V, false>(p, load, col_of, Columns<K, 1, V>{});
-    const Stats st = share_stats<K, P, V, T, 1, C>(p, sx, m, load, col_of, sh_shift[ph], sh_stats[ph], merge, it % 2);
-    finish_row<K, P, V, false, false, T, 1, C>(p, st, load, col_of, Columns<K, 1, V>{}, sh_max[ph], qmul, row,
+    const float m = unscaled_absmax<K, P, V, false>(p, load, cols, Columns<K, 1, V>{});
+    const Stats st = share_stats<K, P, V, T, 1, C>(p, sx, m, load, cols, sh_shift[ph], sh_stats[ph], merge, it % 2);
+    finish_row<K, P, V, false, false, T, 1, C>(p, st, load, cols, Columns<K, 1, V>{}, sh_max[ph], qmul, row,
                                                true, lane == 0);
   }
   if constexpr (C > 1) cluster_sync();  // no block may exit while another reads its shared memory
@@ -956,12 +987,12 @@ __device__ __forceinline__ void two_pass(const Params& p) {
     X* res_out = K::kFusedAdd == 1 ? static_cast<X*>(p.res_out) + row * n : nullptr;
     RowIn<K, P, V> in;
     i64 c0 = 0;  // the chunk in `in`
-    auto col_of = [&](int i) { return c0 + (i * T + threadIdx.x) * V; };
+    const auto cols = row_cols<false>([&](int i) { return c0 + (i * T + threadIdx.x) * V; }, n);
     auto load = [&](int i, float (&d)[V]) { in.x.get(i, d); };
     auto load_chunk = [&](bool store_sum) {
 #pragma unroll
-      for (int i = 0; i < P; ++i) load_in<K, P, V>(in, i, xr, rr, col_of(i), col_of(i) < n);
-      fuse_row<K, P, V, false>(in, p, none, col_of, store_sum ? res_out : nullptr);
+      for (int i = 0; i < P; ++i) load_in<K, P, V>(in, i, xr, rr, cols(i), cols.inside(i));
+      fuse_row<K, P, V, false>(in, p, none, cols, store_sum ? res_out : nullptr);
     };
 
     load_chunk(true);
@@ -978,10 +1009,10 @@ __device__ __forceinline__ void two_pass(const Params& p) {
     float m = 0.f;
     for (;;) {
       float c1, c2;  // this chunk's part
-      centred_sums<P, V>(shift, n, load, col_of, c1, c2);
+      centred_sums<P, V>(shift, load, cols, c1, c2);
       sum1.add(c1);
       sum2.add(c2);
-      m = fmaxf(m, unscaled_absmax<K, P, V, false>(p, load, col_of, none));
+      m = fmaxf(m, unscaled_absmax<K, P, V, false>(p, load, cols, none));
       c0 += kChunk;
       if (c0 >= n) break;
       load_chunk(true);
@@ -993,33 +1024,41 @@ __device__ __forceinline__ void two_pass(const Params& p) {
       if constexpr (!merged_max<K>()) {  // a pass for the absolute maximum
         for (c0 = last_chunk; c0 >= 0; c0 -= kChunk) {
           load_chunk(false);
-          amax[0] = fmaxf(amax[0], absmax<K, P, V, false>(p, st, load, col_of, none));
+          amax[0] = fmaxf(amax[0], absmax<K, P, V, false>(p, st, load, cols, none));
         }
         row_reduce<Max, T, 1, 1, 1>(amax, sh_max[ph]);
       }
       const float qmul = dynamic_scale<K>(p, amax[0], row, threadIdx.x == 0);
       for (c0 = 0; c0 < n; c0 += kChunk) {
         load_chunk(false);
-        normalize_row<K, P, V, false>(p, st, load, col_of, none, qmul, row * n);
+        normalize_row<K, P, V, false>(p, st, load, cols, none, qmul, row * n);
       }
     } else {
       for (c0 = last_chunk; c0 >= 0; c0 -= kChunk) {
         load_chunk(false);
-        normalize_row<K, P, V, false>(p, st, load, col_of, none, static_mul, row * n);
+        normalize_row<K, P, V, false>(p, st, load, cols, none, static_mul, row * n);
       }
     }
     if (threadIdx.x == 0) save_stats<K>(p, row, st);
   }
 }
 
-template <class K>
+// kFull: the kernel serves rows of exactly the bucket's length (the tile's whole row) --
+// built as a kernel of its own, so that neither variant's registers constrain the other's.
+template <class K, bool kFull>
 __device__ __forceinline__ void norm_fwd(const Params& p) {
   static_assert(!K::kPackColumns || (K::kPipeline == Pipeline::ONE_PASS && !K::kStaged),
                 "only register-held one-pass rows hold columns, packed or not");
+  static_assert(!K::kKeepOutputs || (K::kPipeline == Pipeline::ONE_PASS && !K::kStaged &&
+                                     K::kQuant == Quant::DYNAMIC && !merged_max<K>()),
+                "outputs are kept only by register-held rows, between a dynamic quant's maximum and the stores");
+  static_assert(!kFull || K::kPipeline == Pipeline::ONE_PASS, "two-pass rows have no whole-row length");
+  Params q = p;  // with kFull, n becomes a compile-time constant everywhere (counts, offsets)
+  if constexpr (kFull) q.n = K::kThreadsPerRow * K::kCluster * K::kRepeat * K::kVec;
   if constexpr (K::kPipeline == Pipeline::ONE_PASS && K::kStaged) {
-    one_pass_staged<K>(p);
+    one_pass_staged<K, kFull>(q);
   } else if constexpr (K::kPipeline == Pipeline::ONE_PASS) {
-    one_pass<K>(p);
+    one_pass<K, kFull>(q);
   } else {
     two_pass<K>(p);
   }

@@ -23,11 +23,17 @@ struct Traits {
   static constexpr int kCluster = 2;
   static constexpr bool kStaged = true;
   static constexpr bool kPackColumns = false;
+  static constexpr bool kKeepOutputs = false;
 };
 }  // namespace
 
 extern "C" __global__ void __launch_bounds__(512, 2)
 __cluster_dims__(2, 1, 1)
 rmsnorm_fwd_bf16_add1_sqfp8_nb65536_1p_v8(const normgen::Params p) {
-  normgen::norm_fwd<Traits>(p);
+  normgen::norm_fwd<Traits, false>(p);
+}
+extern "C" __global__ void __launch_bounds__(512, 2)
+__cluster_dims__(2, 1, 1)
+rmsnorm_fwd_bf16_add1_sqfp8_nb65536_1p_v8_full(const normgen::Params p) {
+  normgen::norm_fwd<Traits, true>(p);
 }

@@ -23,10 +23,11 @@ struct Traits {
   static constexpr int kCluster = 1;
   static constexpr bool kStaged = false;
   static constexpr bool kPackColumns = false;
+  static constexpr bool kKeepOutputs = false;
 };
 }  // namespace
 
 extern "C" __global__ void __launch_bounds__(128, 4)
 rmsnorm_fwd_fp16_nb4096_1p_v8(const normgen::Params p) {
-  normgen::norm_fwd<Traits>(p);
+  normgen::norm_fwd<Traits, false>(p);
 }

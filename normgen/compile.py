@@ -23,10 +23,10 @@ class Compiled:
 
     @property
     def resources(self) -> dict[str, int]:
-        """The ptxas report: registers, stack frame and spill bytes."""
+        """The ptxas report: registers, stack frame and spill bytes (the most any kernel of
+        the file uses)."""
         def grab(pattern):
-            m = re.search(pattern, self.log)
-            return int(m.group(1)) if m else 0
+            return max((int(v) for v in re.findall(pattern, self.log)), default=0)
         return {
             "registers": grab(r"Used (\d+) registers"),
             "stack": grab(r"(\d+) bytes stack frame"),

@@ -76,7 +76,7 @@ def choose(call: KernelSpec, n: int, vec_align: int) -> KernelSpec:
 
 
 def _resolve(key) -> runtime.Kernel:
-    kernel = runtime.load(instance_for(key), GENERATED_DIR, key[0])
+    kernel = runtime.load(instance_for(key), GENERATED_DIR, key[0], key[1])
     _kernels[key] = kernel
     return kernel
 

@@ -48,6 +48,7 @@ class Kernel:
 
     spec: KernelSpec
     module: cupy.RawModule  # keeps the module loaded
+    symbol: str  # the kernel's name in the module (spec.symbol, or spec.full_symbol)
     func: int  # CUfunction
     block: int
     rows_per_block: int
@@ -102,26 +103,33 @@ def build(specs, source_dir: Path, arch: str, workers: int = 0) -> list[Path]:
         return [Path(p) for p in pool.map(_build_one, jobs)]
 
 
-_loaded: dict = {}  # (spec, source_dir, device) -> Kernel
+_loaded: dict = {}  # (spec, source_dir, device, n is the bucket) -> Kernel
+_modules: dict = {}  # (spec, source_dir, device) -> cupy.RawModule
 
 
-def load(spec: KernelSpec, source_dir: Path, device: int) -> Kernel:
-    key = (spec, source_dir, device)
+def load(spec: KernelSpec, source_dir: Path, device: int, n: int) -> Kernel:
+    """The kernel of `spec` that serves rows of n: staged one-pass instances have one
+    built for rows of exactly their bucket's length (spec.full_symbol), and one for every n."""
+    full = n == spec.bucket and spec.full_symbol is not None
+    key = (spec, source_dir, device, full)
     if key not in _loaded:
-        _loaded[key] = _load(spec, source_dir, device)
+        _loaded[key] = _load(spec, source_dir, device, spec.full_symbol if full else spec.symbol)
     return _loaded[key]
 
 
-def _load(spec: KernelSpec, source_dir: Path, device: int) -> Kernel:
+def _load(spec: KernelSpec, source_dir: Path, device: int, symbol: str) -> Kernel:
     with cupy.cuda.Device(device):
         props = runtime.getDeviceProperties(device)
-        module = cupy.RawModule(path=str(cubin_path(spec, source_dir, device_arch(device))))
-        func = module.get_function(spec.symbol).kernel
+        key = (spec, source_dir, device)
+        if key not in _modules:
+            _modules[key] = cupy.RawModule(path=str(cubin_path(spec, source_dir, device_arch(device))))
+        module = _modules[key]
+        func = module.get_function(symbol).kernel
         tile = spec.tile
         if tile.stage_bytes > 48 * 1024:  # beyond the default dynamic shared-memory limit
             driver.funcSetAttribute(func.ptr, _MAX_DYNAMIC_SHARED_SIZE_BYTES, tile.stage_bytes)
         per_sm = driver.occupancyMaxActiveBlocksPerMultiprocessor(
             func.ptr, tile.block_threads, tile.stage_bytes)
         blocks = max(per_sm, 1) * props["multiProcessorCount"]
-        return Kernel(spec, module, func.ptr, tile.block_threads, tile.rows_per_block,
+        return Kernel(spec, module, symbol, func.ptr, tile.block_threads, tile.rows_per_block,
                       tile.cluster, tile.stage_bytes, max(blocks // tile.cluster, 1) * tile.waves)

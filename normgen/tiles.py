@@ -116,19 +116,29 @@ def has_one_pass(x: DType, bucket: int, vec: int) -> bool:
     return fits and (not t.stage_bytes or vec * x.itemsize >= 4)
 
 
-def pack_columns(tile: Tile, column_vectors: int, fused: bool) -> bool:
+def keeps_outputs(tile: Tile) -> bool:
+    """Whether a one-pass row in registers can keep its float outputs (at most 32 per thread,
+    in blocks built for 128 registers) between a dynamic quant's absolute maximum and the
+    stores, instead of computing them twice. Measured on an H100 (bf16, 16 waves):
+    LayerNorm + int8 at 8192 (256 threads) 0.56 without, 0.59 with (before packed columns);
+    at 16384 (512 threads, with packed columns) + int8 0.63 -> 0.65, + fp8 0.66 -> 0.71-0.72."""
+    return not tile.stage_bytes and tile.repeat * tile.vec <= 32 and tile.block_threads <= 512
+
+
+def pack_columns(tile: Tile, column_vectors: int, fused: bool, keeps: bool) -> bool:
     """Whether a one-pass block keeps its held 16-bit per-column vectors (gamma, beta,
     x-bias, smooth scale: column_vectors of them) as loaded, converting them at each use,
     rather than letting the compiler keep them as floats: twice the registers. Worth it where
     a fused add or quant (the residual, the kept outputs) pushes the registers past an
-    occupancy step. Measured on an H100 (tune_tiles.py and the benchmark, 16 waves):
-    LayerNorm + int8 at 8192, 165 -> 128 registers, 1 -> 2 blocks per SM, 0.54 -> 0.74 of
-    copy; add + LayerNorm at 8192 0.86 -> 0.97; LayerNorm + fp8 0.80-0.85 -> 0.86-0.91 up to
-    4096. Unfused LayerNorm gains no blocks and pays the conversions (8192: 0.97 -> 0.95),
+    occupancy step or into spills. Measured on an H100 (tune_tiles.py and the benchmark, 16
+    waves): LayerNorm + int8 at 8192, 165 -> 128 registers, 1 -> 2 blocks per SM, 0.54 -> 0.74
+    of copy; add + LayerNorm at 8192 0.86 -> 0.97; LayerNorm + fp8 0.80-0.85 -> 0.86-0.91 up
+    to 4096. Unfused LayerNorm gains no blocks and pays the conversions (8192: 0.97 -> 0.95),
     and so do blocks of 512 threads, which fit one per SM either way (LayerNorm + int8 at
-    16384: 0.63 -> 0.59)."""
+    16384: 0.63 -> 0.59) -- unless they keep outputs (`keeps`), which spill 64 bytes with
+    float columns."""
     floats = column_vectors * tile.repeat * tile.vec
-    return fused and tile.stage_bytes == 0 and tile.block_threads <= 256 and floats > 32
+    return fused and tile.stage_bytes == 0 and (tile.block_threads <= 256 or keeps) and floats > 32
 
 
 def one_pass_tile(x: DType, bucket: int, vec: int) -> Tile:

@@ -98,6 +98,23 @@ def test_row_result_does_not_depend_on_batch(seed):
             assert cupy.array_equal(alone[0].view(cupy.uint16), batch[r].view(cupy.uint16)), (n, r)
 
 
+def test_rows_of_the_bucket_length_run_the_whole_row_kernel(seed):
+    """A staged one-pass instance has a kernel built for rows of exactly its bucket's length
+    and one for any shorter row; each serves its own N, and both match the reference."""
+    import cupy
+
+    for n in (65536, 65000):
+        x, g, b = expected(Case(DType.BF16, DType.BF16, n, 16, "offset", 0, seed)).xgb
+        before = set(dispatch._kernels)
+        y = normgen.layernorm(x, g, b)
+        (key,) = set(dispatch._kernels) - before
+        kernel = dispatch._kernels[key]
+        assert kernel.spec.bucket == 65536 and kernel.spec.tile.stage_bytes
+        assert kernel.symbol == (kernel.spec.full_symbol if n == 65536 else kernel.spec.symbol), n
+        want = reference.layernorm(cupy.asnumpy(x), cupy.asnumpy(g), cupy.asnumpy(b), 1e-5)
+        assert_close(y, cupy.asarray(want), DType.BF16, f"N={n}")
+
+
 def test_beta_none_and_fp32_weights(seed):
     import cupy
 

@@ -105,7 +105,8 @@ def test_buckets_cover_one_pass_range():
     ("layernorm_fwd_bf16_dqint8_syfp32_nb8192_1p_v8", True),  # quant: past an occupancy step
     ("layernorm_fwd_bf16_add1_nb4096_1p_v8", True),
     ("layernorm_fwd_bf16_nb8192_1p_v8", False),  # unfused: only the conversions
-    ("layernorm_fwd_bf16_dqint8_syfp32_nb16384_1p_v8", False),  # 512 threads: one block per SM anyway
+    ("layernorm_fwd_bf16_nb16384_1p_v8", False),  # 512 threads: one block per SM anyway
+    ("layernorm_fwd_bf16_dqint8_syfp32_nb16384_1p_v8", True),  # 512 threads keeping outputs: spills else
     ("layernorm_fwd_bf16_wfp32_add1_nb4096_1p_v8", False),  # fp32 columns: nothing to pack
     ("rmsnorm_fwd_bf16_add1_dqfp8_syfp32_nb4096_1p_v8", False),  # gamma alone: 32 floats
     ("rmsnorm_fwd_bf16_xb_add1_dqfp8_syfp32_nb4096_1p_v8", True),  # gamma and x-bias
@@ -114,6 +115,33 @@ def test_buckets_cover_one_pass_range():
 ])
 def test_which_instances_keep_columns_packed(name, packed):
     assert parse_name(name).pack_columns is packed
+
+
+@pytest.mark.parametrize("name, keeps", [
+    ("layernorm_fwd_bf16_dqint8_syfp32_nb8192_1p_v8", True),
+    ("layernorm_fwd_bf16_dqfp8_syfp32_nb16384_1p_v8", True),  # 32 per thread, 512 threads
+    ("layernorm_fwd_fp32_dqfp8_syfp32_nb16384_1p_v4", True),
+    ("layernorm_fwd_bf16_dqint8_syfp32_nb32768_1p_v8", False),  # staged
+    ("layernorm_fwd_bf16_sqint8_nb8192_1p_v8", False),  # static quant: no maximum
+    ("rmsnorm_fwd_bf16_dqfp8_syfp32_nb8192_1p_v8", False),  # the maximum comes with the statistics
+    ("layernorm_fwd_bf16_dqint8_syfp32_2p_v8", False),
+])
+def test_which_instances_keep_their_outputs(name, keeps):
+    assert parse_name(name).keep_outputs is keeps
+
+
+@pytest.mark.parametrize("name, full", [
+    ("rmsnorm_fwd_bf16_dqfp8_syfp32_nb32768_1p_v8", True),
+    ("layernorm_fwd_bf16_add1_nb262144_1p_v8", True),
+    ("layernorm_fwd_bf16_nb16384_1p_v8", False),  # registers: no second kernel
+    ("layernorm_fwd_bf16_dqint8_syfp32_nb32768_1p_v8", False),  # staged LayerNorm + dynamic quant spills
+    ("rmsnorm_fwd_bf16_xb_nb65536_1p_v8", False),
+    ("layernorm_fwd_bf16_2p_v8", False),
+])
+def test_which_instances_have_a_whole_row_kernel(name, full):
+    spec = parse_name(name)
+    assert (spec.full_symbol == spec.name + "_full") is full
+    assert [s for s, _ in spec.kernels] == [spec.symbol] + ([spec.full_symbol] if full else [])
 
 
 def test_fused_rows_too_big_for_1024_thread_registers_take_the_next_bucket():
