@@ -552,12 +552,11 @@ __device__ __forceinline__ void save_stats(const Params& p, i64 row, const Stats
 
 // ---- the steps every pipeline shares ----------------------------------------------------
 // Where a thread's vectors of a row lie: vector i at column cols(i), inside the row of n
-// columns unless it is padding. kFull: N is the tile's whole row (the bucket), so every
-// vector is inside, known at compile time: every pass loses its per-vector comparisons
-// and the branches around each vector's work, and the compiler issues all the vectors'
-// loads (shared memory, per-column vectors) ahead of their arithmetic. Measured on an
-// H100 (tune_tiles.py, rows of the bucket's length): staged RMSNorm + fp8 at 32768,
-// 0.78 -> 0.88 of copy.
+// columns unless it is padding. kFull (a whole-row kernel, spec.full_symbol): N is the
+// tile's whole row, so every vector is inside, known at compile time: every pass loses its
+// per-vector comparisons and the branches around each vector's work, and the compiler
+// issues all the vectors' loads (shared memory, per-column vectors) ahead of their
+// arithmetic.
 template <bool kFull, class ColOf> struct RowCols {
   ColOf col_of;
   int n;
@@ -822,7 +821,7 @@ __device__ __forceinline__ void fuse_row(RowIn<K, P, V>& in, const Params& p, co
 // DRAM busy across a block's rows: the next row's loads are issued before this row's
 // reductions, and the per-column vectors (the same for every row) are loaded once per
 // block -- each when it fits the register budget.
-template <class K, bool kFull>
+template <class K>
 __device__ __forceinline__ void one_pass(const Params& p) {
   using X = typename K::X;
   constexpr int T = K::kThreadsPerRow, R = K::kRowsPerBlock, C = K::kCluster;
@@ -840,7 +839,7 @@ __device__ __forceinline__ void one_pass(const Params& p) {
   const i64 group = C > 1 ? cluster_index() : blockIdx.x;
   const i64 stride = (C > 1 ? cluster_count() : gridDim.x) * static_cast<i64>(R);
   const int n = p.n;
-  const auto cols = row_cols<kFull>([=](int i) { return (i * C * T + lane) * V; }, n);
+  const auto cols = row_cols<false>([=](int i) { return (i * C * T + lane) * V; }, n);
   auto load_row = [&](RowIn<K, P, V>& in, i64 base) {
     const i64 row = base + sub;
     const bool live = row < p.rows;
@@ -1052,13 +1051,13 @@ __device__ __forceinline__ void norm_fwd(const Params& p) {
   static_assert(!K::kKeepOutputs || (K::kPipeline == Pipeline::ONE_PASS && !K::kStaged &&
                                      K::kQuant == Quant::DYNAMIC && !merged_max<K>()),
                 "outputs are kept only by register-held rows, between a dynamic quant's maximum and the stores");
-  static_assert(!kFull || K::kPipeline == Pipeline::ONE_PASS, "two-pass rows have no whole-row length");
-  Params q = p;  // with kFull, n becomes a compile-time constant everywhere (counts, offsets)
-  if constexpr (kFull) q.n = K::kThreadsPerRow * K::kCluster * K::kRepeat * K::kVec;
+  static_assert(!kFull || (K::kPipeline == Pipeline::ONE_PASS && K::kStaged), "only staged rows have whole-row kernels");
   if constexpr (K::kPipeline == Pipeline::ONE_PASS && K::kStaged) {
+    Params q = p;  // in a whole-row kernel n is a compile-time constant everywhere (counts, offsets)
+    if constexpr (kFull) q.n = K::kThreadsPerRow * K::kCluster * K::kRepeat * K::kVec;
     one_pass_staged<K, kFull>(q);
   } else if constexpr (K::kPipeline == Pipeline::ONE_PASS) {
-    one_pass<K, kFull>(q);
+    one_pass<K>(p);
   } else {
     two_pass<K>(p);
   }

@@ -3,6 +3,7 @@ once per device, and launch with a packed Params struct."""
 from __future__ import annotations
 
 import ctypes
+import functools
 import os
 import threading
 from dataclasses import dataclass
@@ -103,27 +104,30 @@ def build(specs, source_dir: Path, arch: str, workers: int = 0) -> list[Path]:
         return [Path(p) for p in pool.map(_build_one, jobs)]
 
 
-_loaded: dict = {}  # (spec, source_dir, device, n is the bucket) -> Kernel
-_modules: dict = {}  # (spec, source_dir, device) -> cupy.RawModule
+_loaded: dict = {}  # (spec, source_dir, device, whole-row kernel) -> Kernel
 
 
 def load(spec: KernelSpec, source_dir: Path, device: int, n: int) -> Kernel:
-    """The kernel of `spec` that serves rows of n: staged one-pass instances have one
-    built for rows of exactly their bucket's length (spec.full_symbol), and one for every n."""
-    full = n == spec.bucket and spec.full_symbol is not None
+    """The kernel of `spec` that serves rows of n: the whole-row kernel where it has one and
+    n is its bucket (spec.whole_row_kernel), else the one for every n."""
+    full = spec.whole_row_kernel and n == spec.bucket
     key = (spec, source_dir, device, full)
     if key not in _loaded:
         _loaded[key] = _load(spec, source_dir, device, spec.full_symbol if full else spec.symbol)
     return _loaded[key]
 
 
+@functools.cache
+def _module(spec: KernelSpec, source_dir: Path, device: int) -> cupy.RawModule:
+    """The instance's cubin loaded on `device` (once for both of its kernels)."""
+    with cupy.cuda.Device(device):
+        return cupy.RawModule(path=str(cubin_path(spec, source_dir, device_arch(device))))
+
+
 def _load(spec: KernelSpec, source_dir: Path, device: int, symbol: str) -> Kernel:
     with cupy.cuda.Device(device):
         props = runtime.getDeviceProperties(device)
-        key = (spec, source_dir, device)
-        if key not in _modules:
-            _modules[key] = cupy.RawModule(path=str(cubin_path(spec, source_dir, device_arch(device))))
-        module = _modules[key]
+        module = _module(spec, source_dir, device)
         func = module.get_function(symbol).kernel
         tile = spec.tile
         if tile.stage_bytes > 48 * 1024:  # beyond the default dynamic shared-memory limit

@@ -53,24 +53,27 @@ class KernelSpec:
     symbol = file_stem = test_id = name
 
     @property
-    def full_symbol(self) -> Optional[str]:
-        """The second kernel of a staged one-pass instance, built for rows of exactly the
-        bucket's length: with no padding possible, every pass issues all its loads (shared
-        memory, per-column vectors) ahead of its arithmetic. Measured on an H100 (bf16):
-        RMSNorm + fp8 at 32768 / 65536 0.79 / 0.74 -> 0.90-0.92 / 0.87-0.89 of copy,
-        LayerNorm and RMSNorm at 131072 and 262144 +0.01-0.02. Not for register-held rows
-        (within noise there, and fp16 LayerNorm spills), nor for staged LayerNorm with a
-        dynamic quant or instances with an x-bias, which spill 4-28 bytes under the staged
-        64-register budget."""
-        t = self.tile
-        staged = self.pipeline == Pipeline.ONE_PASS and t.stage_bytes > 0
+    def whole_row_kernel(self) -> bool:
+        """Whether the file has a second kernel, built for rows of exactly the bucket's
+        length: with no padding possible, every pass issues all its loads (shared memory,
+        per-column vectors) ahead of its arithmetic. Staged one-pass instances only.
+        Measured on an H100 (bf16): RMSNorm + fp8 at 32768 / 65536 0.79 / 0.74 -> 0.90-0.92 /
+        0.87-0.89 of copy, LayerNorm and RMSNorm at 131072 and 262144 +0.01-0.02. Not for
+        register-held rows (within noise there, and fp16 LayerNorm spills), nor for staged
+        LayerNorm with a dynamic quant or instances with an x-bias, which spill 4-28 bytes
+        under the staged 64-register budget."""
+        staged = self.pipeline == Pipeline.ONE_PASS and self.tile.stage_bytes > 0
         quant_ln = self.quant == Quant.DYNAMIC and self.norm == Norm.LAYERNORM
-        return self.name + "_full" if staged and not quant_ln and not self.x_bias else None
+        return staged and not quant_ln and not self.x_bias
+
+    @property
+    def full_symbol(self) -> Optional[str]:
+        return self.name + "_full" if self.whole_row_kernel else None
 
     @property
     def kernels(self) -> tuple[tuple[str, bool], ...]:
         """(symbol, serves only rows of the bucket's length) of each kernel in the file."""
-        return ((self.symbol, False),) + (((self.full_symbol, True),) if self.full_symbol else ())
+        return ((self.symbol, False),) + (((self.full_symbol, True),) if self.whole_row_kernel else ())
 
     @property
     def file_name(self) -> str:

@@ -113,7 +113,7 @@ def time_candidate(op, x, n, cand, ins, ceiling):
     finally:
         tiles.ONE_PASS_TILES[x.itemsize][n] = saved
         runtime._loaded.clear()
-        runtime._modules.clear()
+        runtime._module.cache_clear()
 
 
 def main(names):

@@ -140,7 +140,8 @@ def test_which_instances_keep_their_outputs(name, keeps):
 ])
 def test_which_instances_have_a_whole_row_kernel(name, full):
     spec = parse_name(name)
-    assert (spec.full_symbol == spec.name + "_full") is full
+    assert spec.whole_row_kernel is full
+    assert spec.full_symbol == (spec.name + "_full" if full else None)
     assert [s for s, _ in spec.kernels] == [spec.symbol] + ([spec.full_symbol] if full else [])
 
 
