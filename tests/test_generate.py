@@ -172,3 +172,18 @@ def test_registry_matches_the_files():
 def test_templates_are_strict():
     with pytest.raises(Exception, match="undefined"):
         codegen._env.from_string("{{ no_such_thing }}").render()
+
+
+def test_tuning_patches_apply_to_the_rendered_header():
+    """scripts/tune_tiles.py tries kernel changes as text replacements in the header; a
+    replacement that no longer matches the template would fail only on the GPU machine."""
+    path = Path(__file__).resolve().parent.parent / "scripts" / "tune_tiles.py"
+    mod_spec = importlib.util.spec_from_file_location("tune_tiles", path)
+    tune = importlib.util.module_from_spec(mod_spec)
+    mod_spec.loader.exec_module(tune)
+    files = codegen.outputs(select())
+    for name in tune.PATCHES:
+        assert tune.patched(files, [name])[codegen.HEADER] != files[codegen.HEADER], name
+    for _, _, _, cands in tune.CANDIDATES.values():
+        for _, _, _, _, _, *patches in cands:
+            assert set(patches) <= set(tune.PATCHES)
