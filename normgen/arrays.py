@@ -100,33 +100,51 @@ def _cupy_view(a: cupy.ndarray, arg: str) -> View:
                 BY_NUMPY.get(a.dtype), a.device.id, False)
 
 
-def empty(like: View, shape: tuple, dtype: DType, like_x: bool = False):
-    """An uninitialized contiguous output on like's device, of like's kind. like_x: like
-    is contiguous and the output has its shape and dtype (torch's fastest allocation)."""
+class NoSignature(Exception):
+    """An argument of a kind without a cheap signature (see signature)."""
+
+
+def signature(obj):
+    """What a call's checks and choices read from one argument -- shape, strides, dtype,
+    device and the pointer's alignment within 16 bytes -- in a few attribute reads, for torch
+    tensors and CuPy arrays (None for None). Other kinds raise NoSignature: such calls are
+    checked in full every time."""
+    t = type(obj)
+    if t in _TORCH_TYPES:
+        return obj.shape, obj.stride(), obj.dtype, obj.get_device(), obj.data_ptr() & 15
+    if t is cupy.ndarray:
+        return obj.shape, obj.strides, obj.dtype, obj.device.id, obj.data.ptr & 15
+    if obj is None:
+        return None
+    raise NoSignature
+
+
+def maker(like: View, shape: tuple, dtype: DType, like_x: bool = False):
+    """A function of x making an uninitialized contiguous output of like's kind on like's
+    device (CuPy's: when that is the current device). like_x: like is contiguous and the
+    output has its shape and dtype (torch's fastest allocation)."""
     if like.torch:
         if like_x:
-            return _torch.empty_like(like.obj)
-        return like.obj.new_empty(shape, dtype=_TO_TORCH[dtype])
+            return _torch.empty_like
+        torch_dtype, device = _TO_TORCH[dtype], _torch.device("cuda", like.device)
+        return lambda _: _torch.empty(shape, dtype=torch_dtype, device=device)
     np_dtype = _CUPY_DTYPES.get(dtype, dtype.numpy)
-    if like.device == runtime.getDevice():
-        return cupy.empty(shape, dtype=np_dtype)
-    with cupy.cuda.Device(like.device):
-        return cupy.empty(shape, dtype=np_dtype)
+    return lambda _: cupy.empty(shape, dtype=np_dtype)
 
 
-def data_ptr(out) -> int:
-    return out.data_ptr() if type(out) in _TORCH_TYPES else out.data.ptr
+def data_ptr(a) -> int:
+    """The device pointer of a torch tensor or a CuPy array."""
+    return a.data_ptr() if type(a) in _TORCH_TYPES else a.data.ptr
 
 
-def stream_of(like: View) -> int:
-    """The current stream of the library that made `like`, on its device."""
+def stream_getter(like: View):
+    """A function of the device giving the current stream of the library that made `like`."""
     if like.torch:
-        return _torch_stream(like.device)
-    return cupy.cuda.get_current_stream(like.device).ptr
+        return _torch_stream
+    return lambda device: cupy.cuda.get_current_stream(device).ptr
 
 
-def current_device() -> int:
-    return runtime.getDevice()
+current_device = runtime.getDevice  # () -> the current device's index
 
 
 def on_device(device: int):

@@ -1,14 +1,15 @@
-"""The public calls. Per call: check the arguments, look the kernel up in a dictionary,
-launch. The first call for a new shape class resolves the instance through the generated
-registry and compiles it (normgen.runtime)."""
+"""The public calls. Per call: look the call's signature up in a dictionary of checked
+calls (plans), make the outputs, launch. A new signature is checked in full first; the
+first call for a new shape class also resolves the instance through the generated registry
+and compiles it (normgen.runtime)."""
 from __future__ import annotations
 
 import importlib.util
 import math
 import os
 from pathlib import Path
-from dataclasses import replace
-from typing import Optional
+from dataclasses import dataclass, replace
+from typing import Callable, Optional
 
 from . import arrays, codegen, runtime, tiles
 from .spec import KernelSpec, invalid_reason
@@ -31,6 +32,7 @@ def use_generated(path, registry: Optional[dict] = None) -> None:
     GENERATED_DIR = Path(path)
     _registry = registry
     _kernels.clear()
+    _plans.clear()
 
 
 def registry() -> dict:
@@ -169,8 +171,9 @@ def _lowbit(a: int) -> int:
 
 
 def _vec_align(xv: arrays.View, x_bits: int, weights) -> int:
-    """The widest vector width that every access of this call is aligned for."""
-    v = min(_lowbit(x_bits | xv.ptr // xv.dtype.itemsize), 8)
+    """The widest vector width (of at most 16 bytes) that every access of this call is
+    aligned for: it depends on the pointers' addresses modulo 16 only (see signature)."""
+    v = min(_lowbit(x_bits | xv.ptr // xv.dtype.itemsize), 16 // xv.dtype.itemsize)
     for wv in weights:
         if wv.ptr % 16:
             v = min(v, _lowbit(wv.ptr // wv.dtype.itemsize))
@@ -276,22 +279,92 @@ def rmsnorm(x, gamma=None, *, eps: float = 1e-6, residual=None, store_residual: 
                  quant, smooth_scale, quant_scale, scale_dtype, offset, return_rstd)
 
 
+# ---- the per-call path ------------------------------------------------------------------
+# A call is checked in full once per signature (its arguments' shapes, strides, dtypes,
+# devices and pointer alignments, and its options); the checked call's plan is kept under
+# that signature, so a repeated call costs a few attribute reads, a dictionary lookup, the
+# outputs' allocation and the launch.
+_plans: dict = {}  # call signature -> Plan
+_MAX_PLANS = 4096  # a bound on the memory of programs whose shapes never repeat
+
+
 def _norm(norm, x, gamma, beta, eps, residual, store_residual, x_bias, quant, smooth_scale,
           quant_scale, scale_dtype, weight_offset, return_stats):
+    sig = arrays.signature
+    plan = key = None
+    if type(eps) is float:  # (an eps of another type is checked every time)
+        try:
+            key = (norm, sig(x), None if gamma is None else sig(gamma), None if beta is None else sig(beta),
+                   None if residual is None else sig(residual), None if x_bias is None else sig(x_bias),
+                   None if smooth_scale is None else sig(smooth_scale),
+                   None if quant_scale is None else sig(quant_scale),
+                   eps, store_residual, quant, scale_dtype, weight_offset, return_stats)
+            plan = _plans.get(key)
+        except (arrays.NoSignature, TypeError):  # another kind of array; an unhashable option
+            key = None
+    if plan is None:
+        plan, (x, gamma, beta, residual, x_bias, smooth_scale, quant_scale) = _plan(
+            norm, x, gamma, beta, residual, x_bias, smooth_scale, quant_scale, eps, store_residual, quant,
+            scale_dtype, weight_offset, return_stats)
+        if key is not None:
+            if len(_plans) >= _MAX_PLANS:
+                _plans.clear()
+            _plans[key] = plan
+    if arrays.current_device() != plan.device:
+        with arrays.on_device(plan.device):
+            return plan.run(x, gamma, beta, residual, x_bias, smooth_scale, quant_scale)
+    return plan.run(x, gamma, beta, residual, x_bias, smooth_scale, quant_scale)
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A checked call: its launch (None: no rows), the outputs to make, the constant Params
+    fields."""
+
+    device: int
+    launch: Optional[Callable]  # (stream, Params values): runtime.Kernel.launcher
+    makers: tuple  # y, residual, scale, mean, rstd: each a function of x making it, or None
+    stream: Callable  # device -> the current stream of x's library
+    constants: tuple  # the Params fields from `rows` on, in params.FIELDS order
+    single: bool  # y alone is returned (else a NormOutput)
+
+    def run(self, x, gamma, beta, residual, x_bias, smooth, qscale):
+        """The call on arrays of the plan's signature: torch tensors or CuPy arrays."""
+        y_of, res_of, scale_of, mean_of, rstd_of = self.makers
+        y = y_of(x)
+        res = res_of(x) if res_of else None
+        scale = scale_of(x) if scale_of else None
+        mean = mean_of(x) if mean_of else None
+        rstd = rstd_of(x) if rstd_of else None
+        if self.launch is not None:
+            p = arrays.data_ptr
+            self.launch(self.stream(self.device), (
+                p(x), 0 if residual is None else p(residual), 0 if x_bias is None else p(x_bias),
+                0 if gamma is None else p(gamma), 0 if beta is None else p(beta),
+                0 if smooth is None else p(smooth), 0 if qscale is None else p(qscale), p(y),
+                0 if res is None else p(res), 0 if scale is None else p(scale),
+                0 if mean is None else p(mean), 0 if rstd is None else p(rstd)) + self.constants)
+        return y if self.single else NormOutput(y, res, scale, mean, rstd)
+
+
+def _plan(norm, x, gamma, beta, residual, x_bias, smooth_scale, quant_scale, eps, store_residual,
+          quant, scale_dtype, weight_offset, return_stats) -> tuple[Plan, tuple]:
+    """Check a call's arguments (errors name the argument and the fix) and choose its kernel:
+    the plan, and the arrays to run it on (other kinds of input as CuPy arrays)."""
     xv = arrays.view(x, "x")
     n = _check_x(xv)
     aligned = []  # inputs whose alignment bounds the vector width
-    gptr = bptr = rptr = xbptr = smptr = qptr = 0
     wdt = None  # the weights' precision; None: no gamma (nor beta)
+    gv = bv = rv = xbv = smv = qv = None
     if gamma is not None:
         gv = arrays.view(gamma, "gamma")
         _vector(gv, "gamma", n, xv, (xv.dtype, DType.FP32))
-        gptr, wdt = gv.ptr, gv.dtype
+        wdt = gv.dtype
         aligned.append(gv)
     if beta is not None:
         bv = arrays.view(beta, "beta")
         _vector(bv, "beta", n, xv, (wdt,) if wdt else (xv.dtype, DType.FP32))
-        bptr, wdt = bv.ptr, bv.dtype
+        wdt = bv.dtype
         aligned.append(bv)
     e = _eps(eps)
     rows, inner, so, si = _rows(xv)
@@ -302,12 +375,11 @@ def _norm(norm, x, gamma, beta, eps, residual, store_residual, x_bias, quant, sm
         rv = arrays.view(residual, "residual")
         r_so, r_si = _residual(rv, xv, inner)
         fused_add = FusedAdd.STORE if store_residual else FusedAdd.NO_STORE
-        rptr, bits = rv.ptr, bits | r_so | r_si
+        bits |= r_so | r_si
         aligned.append(rv)
     if x_bias is not None:
         xbv = arrays.view(x_bias, "x_bias")
         _vector(xbv, "x_bias", n, xv, (xv.dtype,))
-        xbptr = xbv.ptr
         aligned.append(xbv)
 
     out, mode, smooth, sdt = xv.dtype, Quant.NONE, None, None
@@ -321,7 +393,6 @@ def _norm(norm, x, gamma, beta, eps, residual, store_residual, x_bias, quant, sm
             mode = Quant.STATIC
             qv = arrays.view(quant_scale, "quant_scale")
             _quant_scale(qv, xv)
-            qptr = qv.ptr
             if scale_dtype is not None:
                 raise ValueError("scale_dtype is the dtype of the per-row scales of dynamic "
                                  "quant; with quant_scale (static quant) there are none: "
@@ -329,7 +400,7 @@ def _norm(norm, x, gamma, beta, eps, residual, store_residual, x_bias, quant, sm
         if smooth_scale is not None:
             smv = arrays.view(smooth_scale, "smooth_scale")
             _vector(smv, "smooth_scale", n, xv, FLOAT_INPUTS)
-            smooth, smptr = smv.dtype, smv.ptr
+            smooth = smv.dtype
             aligned.append(smv)
     elif smooth_scale is not None or quant_scale is not None or scale_dtype is not None:
         for arg, value in (("smooth_scale", smooth_scale), ("quant_scale", quant_scale),
@@ -340,30 +411,19 @@ def _norm(norm, x, gamma, beta, eps, residual, store_residual, x_bias, quant, sm
 
     lead = xv.shape[:-1]
     dense = so == 0 and (si == n or rows <= 1)  # x's rows are contiguous
-    y = arrays.empty(xv, xv.shape, out, dense and out is xv.dtype)
-    res_out = arrays.empty(xv, xv.shape, xv.dtype, dense) if fused_add == FusedAdd.STORE else None
-    scale = arrays.empty(xv, lead, sdt) if mode == Quant.DYNAMIC else None
-    mean = arrays.empty(xv, lead, DType.FP32) if return_stats and norm == Norm.LAYERNORM else None
-    rstd = arrays.empty(xv, lead, DType.FP32) if return_stats else None
+    makers = (
+        arrays.maker(xv, xv.shape, out, dense and out is xv.dtype),
+        arrays.maker(xv, xv.shape, xv.dtype, dense) if fused_add == FusedAdd.STORE else None,
+        arrays.maker(xv, lead, sdt) if mode == Quant.DYNAMIC else None,
+        arrays.maker(xv, lead, DType.FP32) if return_stats and norm == Norm.LAYERNORM else None,
+        arrays.maker(xv, lead, DType.FP32) if return_stats else None,
+    )
+    kernel = None
     if rows:
-        vec = _vec_align(xv, bits, aligned)
-        key = (xv.device, n, vec, norm, xv.dtype, wdt, out, fused_add, xbptr != 0, mode,
-               smooth, sdt, return_stats)
+        key = (xv.device, n, _vec_align(xv, bits, aligned), norm, xv.dtype, wdt, out, fused_add,
+               x_bias is not None, mode, smooth, sdt, return_stats)
         kernel = _kernels.get(key) or _resolve(key)
-        ptr = arrays.data_ptr
-        values = (
-            xv.ptr, rptr, xbptr, gptr, bptr, smptr, qptr,
-            ptr(y), ptr(res_out) if res_out is not None else 0,
-            ptr(scale) if scale is not None else 0,
-            ptr(mean) if mean is not None else 0, ptr(rstd) if rstd is not None else 0,
-            rows, inner, so, si, r_so, r_si, n, e, weight_offset, 0,
-        )
-        stream = arrays.stream_of(xv)
-        if xv.device == arrays.current_device():
-            kernel.launch(stream, rows, *values)
-        else:
-            with arrays.on_device(xv.device):
-                kernel.launch(stream, rows, *values)
-    if res_out is None and scale is None and rstd is None:
-        return y
-    return NormOutput(y, res_out, scale, mean, rstd)
+    single = fused_add != FusedAdd.STORE and mode != Quant.DYNAMIC and not return_stats
+    plan = Plan(xv.device, kernel.launcher(rows) if kernel else None, makers, arrays.stream_getter(xv),
+                (rows, inner, so, si, r_so, r_si, n, e, weight_offset, 0), single)
+    return plan, (xv.obj, *(v and v.obj for v in (gv, bv, rv, xbv, smv, qv)))

@@ -57,12 +57,18 @@ class Kernel:
     smem: int  # dynamic shared memory per block
     max_groups: int  # tile.waves times the blocks (clusters) the device holds; they stride over the rest
 
-    def launch(self, stream: int, rows: int, *values) -> None:
-        """values: the Params fields in params.FIELDS order."""
+    def launcher(self, rows: int):
+        """A function (stream, values) that launches this kernel over `rows` rows; values:
+        the Params fields in params.FIELDS order. Everything else is bound here, once."""
+        func, block, smem, pack = self.func, self.block, self.smem, params.PACKER.pack_into
         blocks = min(-(-rows // self.rows_per_block), self.max_groups) * self.cluster
-        b = _buffers
-        params.PACKER.pack_into(b.args, 0, *values)
-        _launch(self.func, blocks, 1, 1, self.block, 1, 1, self.smem, stream, 0, b.extra_ptr)
+
+        def launch(stream: int, values: tuple) -> None:
+            b = _buffers
+            pack(b.args, 0, *values)
+            _launch(func, blocks, 1, 1, block, 1, 1, smem, stream, 0, b.extra_ptr)
+
+        return launch
 
 
 def cubin_path(spec: KernelSpec, source_dir: Path, arch: str) -> Path:

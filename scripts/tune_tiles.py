@@ -106,6 +106,7 @@ def time_candidate(op, x, n, cand, ins, ceiling):
             kernel.max_groups = max(kernel.max_groups // spec.tile.waves, -(-m // rows // int(grid[1:])))
         else:  # grid times the blocks the device holds
             kernel.max_groups = kernel.max_groups // spec.tile.waves * grid
+        dispatch._plans.clear()  # plans keep the grid they were made with
         regs = kernel.module.get_function(kernel.symbol).num_regs
         ms = bench.time_events(fn)
         t = spec.tile

@@ -2,6 +2,7 @@
 import numpy as np
 import pytest
 
+import normgen
 from normgen import dispatch, tiles
 from normgen.arrays import View, view
 from normgen.spec import KernelSpec
@@ -56,6 +57,8 @@ def test_vector_width_follows_alignment():
     assert dispatch._vec_align(_view((4, 1024), (1024, 1), ptr=(1 << 20) + 2), 1024, ()) == 1
     fp32_gamma_8b = _view((1024,), (1,), DType.FP32, ptr=(1 << 20) + 8)
     assert dispatch._vec_align(x, 1024, (fp32_gamma_8b,)) == 2
+    # at most 16 bytes, so that the width depends on each pointer modulo 16 (the signature)
+    assert dispatch._vec_align(_view((4, 1024), (1024, 1), DType.FP32, ptr=1 << 20), 1024, ()) == 4
 
 
 def test_host_arrays_are_refused_with_the_fix():
@@ -114,3 +117,15 @@ def test_no_weights_take_an_instance_of_either_weight_precision():
             dispatch.instance_for(key)  # the message names the x-precision instance
     finally:
         dispatch.use_generated(GENERATED)
+
+
+def test_signatures_are_taken_of_torch_and_cupy_arrays_only():
+    """Other kinds (here a host array, which the checks then refuse) have no signature, so
+    their calls are checked in full every time."""
+    from normgen import arrays
+
+    assert arrays.signature(None) is None
+    with pytest.raises(arrays.NoSignature):
+        arrays.signature(np.zeros(4, np.float32))
+    with pytest.raises(TypeError, match="x must be a CUDA array"):
+        normgen.layernorm(np.zeros((2, 4), np.float32), np.ones(4, np.float32))

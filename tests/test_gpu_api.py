@@ -115,6 +115,53 @@ def test_rows_of_the_bucket_length_run_the_whole_row_kernel(seed):
         assert_close(y, cupy.asarray(want), DType.BF16, f"N={n}")
 
 
+def test_repeated_calls_reuse_the_checked_plan(seed):
+    """A call is checked in full once per signature; a repeat on other arrays of the same
+    signature reuses the plan and reads its own inputs; another alignment, dtype or shape is
+    checked afresh (a plan never serves, nor hides the error of, a call it was not made for)."""
+    import cupy
+
+    rng = cupy.random.default_rng(seed)
+    g = (1 + rng.standard_normal(1024, dtype=cupy.float32)).astype(cupy.float16)
+
+    def check(x):
+        want = reference.layernorm(cupy.asnumpy(x), cupy.asnumpy(g), None, 1e-5)
+        assert_close(normgen.layernorm(x, g), cupy.asarray(want), DType.FP16, str(x.shape))
+
+    dispatch._plans.clear()
+    buf = rng.standard_normal(2 * 8 * 1024 + 8, dtype=cupy.float32).astype(cupy.float16)
+    check(buf[: 8 * 1024].reshape(8, 1024))
+    check(buf[8 * 1024 : 16 * 1024].reshape(8, 1024))  # other data, same signature
+    assert len(dispatch._plans) == 1
+    check(buf[1 : 8 * 1024 + 1].reshape(8, 1024))  # 2-byte aligned: a v1 instance, its own plan
+    check(buf[: 4 * 1024].reshape(4, 1024))  # fewer rows
+    assert len(dispatch._plans) == 3
+    with pytest.raises(TypeError, match="gamma must have dtype"):
+        normgen.layernorm(buf[: 8 * 1024].reshape(8, 1024), g.astype(cupy.float64))
+    with pytest.raises(ValueError, match="eps must be a positive finite number"):
+        normgen.layernorm(buf[: 8 * 1024].reshape(8, 1024), g, eps=-1.0)
+
+
+def test_plans_launch_on_each_calls_current_stream(seed):
+    """A plan made on one stream launches on the current stream of each later call: here,
+    a side stream captured into a CUDA graph (a launch on any other stream would break the
+    capture, or leave the replayed output unwritten)."""
+    torch = _torch()
+
+    gen = torch.Generator(device="cuda").manual_seed(seed)
+    x = torch.randn(64, 4096, device="cuda", dtype=torch.bfloat16, generator=gen)
+    g = torch.randn(4096, device="cuda", dtype=torch.bfloat16, generator=gen)
+    want = normgen.layernorm(x, g)  # the plan, made on the default stream
+    torch.cuda.synchronize()
+    graph, stream = torch.cuda.CUDAGraph(), torch.cuda.Stream()
+    with torch.cuda.stream(stream), torch.cuda.graph(graph, stream=stream):
+        y = normgen.layernorm(x, g)
+    y.fill_(float("nan"))
+    graph.replay()
+    torch.cuda.synchronize()
+    assert torch.equal(y, want)
+
+
 def test_beta_none_and_fp32_weights(seed):
     import cupy
 
