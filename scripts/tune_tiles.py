@@ -7,7 +7,10 @@ A candidate is (threads per row, rows per block, cluster, staged, grid, *patches
 "full" (one block or cluster per row group), "rK" (about K row groups per block, at least
 one wave) or a number of waves (blocks the device holds at once; tiles.Tile.waves is the
 committed choice); patches name PATCHES entries, text replacements in the rendered header
-for trying a kernel change before making it. CANDIDATES holds the last experiment run."""
+for trying a kernel change before making it, or are "bK": the kernel built for K resident
+blocks per SM (__launch_bounds__' second argument) instead of the spec's choice.
+CANDIDATES holds the last experiment run."""
+import re
 import sys
 import tempfile
 from pathlib import Path
@@ -35,11 +38,30 @@ def sweep(x, n, grids=(1, 4)):
     return out
 
 
+def quant_cands(n):
+    """LayerNorm + dynamic quant tiles at N: threads per row x blocks per SM built for. Run on
+    the H100 (2026-11-23): every shape with more threads than the committed one was slower
+    (the committed tiles 0.80-0.92, the others 0.43-0.83): more warps per row cost more in
+    the reductions than the higher occupancy gave."""
+    shapes = {1024: [(32, 4, ()), (64, 2, ("b4", "b6", "b8")), (128, 1, ("b4", "b8"))],
+              2048: [(64, 2, ()), (128, 1, ("b4", "b6", "b8")), (256, 1, ("b2", "b4"))],
+              4096: [(128, 1, ()), (256, 1, ("b2", "b3", "b4")), (512, 1, ("b1", "b2"))],
+              8192: [(256, 1, ()), (512, 1, ("b1", "b2"))],
+              16384: [(512, 1, ())]}[n]
+    return [(t, r, 1, False, 16, *((b,) if b else ())) for t, r, bs in shapes for b in (bs or (None,))]
+
+
 CANDIDATES = {  # name: (bench op, dtype, N, candidates)
-    "rms64k": ("rmsnorm", DType.BF16, 65536, [(512, 1, 2, True, g, *pt) for g in (1, 2, 4) for pt in ((), ("relaxed",))]),
-    "rms256k": ("rmsnorm", DType.BF16, 262144, [(512, 1, 8, True, g, *pt) for g in (2, 4) for pt in ((), ("relaxed",))]),
+    **{f"ln{n}": ("layernorm", DType.BF16, n, [(t, r, 1, False, 16, *pt) for pt in ((), ("noredo",), ("fma",), ("noredo", "fma"))])
+       for n, t, r in ((2048, 64, 2), (8192, 256, 1), (16384, 512, 1))},
+    "fp8_4096": ("layernorm+fp8", DType.BF16, 4096, [(128, 1, 1, False, 16, *pt) for pt in ((), ("noredo",), ("fma",), ("noredo", "fma"))]),
 }
 PATCHES = {  # name: [(old, new), ...]
+    # timing only (unsafe): LayerNorm never sums a row again around a better shift
+    "noredo": [("bool again = st.far;", "bool again = false;")],
+    # LayerNorm's normalize as two fmas: ((x - shift) * rstd - c * rstd) * g + b
+    "fma": [("out[j] = fmaf((d[j] - st.c) * st.rstd, g, c.b.get(ci, j));",
+             "out[j] = fmaf(fmaf(d[j], st.rstd, -st.c * st.rstd), g, c.b.get(ci, j));")],
     # timing only (unsafe): cluster barriers without the release fence (MEMBAR.ALL.GPU)
     "relaxed": [("barrier.cluster.arrive.release.aligned", "barrier.cluster.arrive.relaxed.aligned")],
     # dynamic quant recomputes the outputs after the absolute maximum instead of keeping them
@@ -55,9 +77,6 @@ PATCHES = {  # name: [(old, new), ...]
     "nopf": [("constexpr bool kPrefetchRow = V > 1 &&", "constexpr bool kPrefetchRow = false &&")],
     # per-column vectors loaded per row, not held in registers
     "nohold": [("constexpr bool kHold = V > 1 &&", "constexpr bool kHold = false &&")],
-    # LayerNorm's normalize as two fmas: ((x - shift) * rstd - c * rstd) * g + b
-    "fma": [("out[j] = fmaf((d[j] - st.c) * st.rstd, g, c.b.get(ci, j));",
-             "out[j] = fmaf(fmaf(d[j], st.rstd, -st.c * st.rstd), g, c.b.get(ci, j));")],
 }
 
 
@@ -72,10 +91,21 @@ SPECS = {  # bench op -> the instance's fields beyond the precisions
 }
 
 
+BLOCKS = re.compile(r"b(\d+)$")  # a residency patch: "b2" = built for 2 blocks per SM
+
+
 def patched(files: dict, names) -> dict:
-    """The rendered files with PATCHES' replacements (each must apply) in the header."""
+    """The rendered files with PATCHES' replacements (each must apply) in the header, and
+    a residency patch's launch bounds in the instances."""
+    files = dict(files)
     header = files[codegen.HEADER]
     for name in names:
+        if m := BLOCKS.match(name):
+            for f in files:
+                if f.endswith(".cu"):
+                    files[f] = re.sub(r"__launch_bounds__\((\d+), \d+\)", rf"__launch_bounds__(\1, {m[1]})",
+                                      files[f])
+            continue
         for old, new in PATCHES[name]:
             assert old in header, (name, old)
             header = header.replace(old, new)
