@@ -98,6 +98,7 @@ template <> __device__ __forceinline__ float bits_to_float<__half>(uint32_t word
 }
 
 template <typename T, int P, int V> struct Packed {
+  static constexpr int kVec = V;
   static constexpr int kVecBytes = V * sizeof(T);
   static constexpr int kWords = (P * kVecBytes + 3) / 4;
   uint32_t w[kWords];
@@ -171,9 +172,19 @@ template <typename T, int P, int V> struct Packed {
 
 // Four quantized codes in one word (first in the low byte).
 template <typename T> __device__ __forceinline__ uint32_t pack4(float a, float b, float c, float d);
+// int8: each value rounded to a 32-bit integer, then two saturating packs (d's byte 1 and 0
+// from the first two operands, its upper half from the third's lower half): the same codes
+// as from_float<int8_t>, in 6 instructions instead of 4 conversions, 4 masks and 3 permutes.
 template <> __device__ __forceinline__ uint32_t pack4<int8_t>(float a, float b, float c, float d) {
-  const auto q = [](float v) { return static_cast<uint32_t>(static_cast<unsigned char>(from_float<int8_t>(v))); };
-  return __byte_perm(__byte_perm(q(a), q(b), 0x0040), __byte_perm(q(c), q(d), 0x0040), 0x5410);
+  const auto r = [](float v) {
+    int i;
+    asm("cvt.rni.s32.f32 %0, %1;" : "=r"(i) : "f"(v));
+    return i;
+  };
+  uint32_t hi, w;
+  asm("cvt.pack.sat.s8.s32.b32 %0, %1, %2, 0;" : "=r"(hi) : "r"(r(d)), "r"(r(c)));
+  asm("cvt.pack.sat.s8.s32.b32 %0, %1, %2, %3;" : "=r"(w) : "r"(r(b)), "r"(r(a)), "r"(hi));
+  return w;
 }
 template <> __device__ __forceinline__ uint32_t pack4<__nv_fp8_e4m3>(float a, float b, float c, float d) {
   const uint32_t lo = __nv_cvt_float2_to_fp8x2(make_float2(a, b), __NV_SATFINITE, __NV_E4M3);
@@ -272,11 +283,11 @@ template <int T, int R, int K> struct ReduceScratch {
 };
 
 // Scratch sets per reduction. A thread may rewrite a scratch only once every thread (of
-// every block of the cluster) has read it, i.e. after another barrier: with two or more
-// reductions per row the next one's barrier is that; with one (RMSNorm), two sets alternate
-// row by row and the next row's barrier is.
+// every block of the cluster) has read it, i.e. after another barrier: where every row
+// takes two reductions (the statistics, then a dynamic quant's maximum) the next one's
+// barrier is that; else two sets alternate row by row and the next row's barrier is.
 template <class K> __host__ __device__ constexpr int scratch_sets() {
-  return (K::kNorm == Norm::LAYERNORM) + 1 + (K::kQuant == Quant::DYNAMIC && !merged_max<K>()) >= 2 ? 1 : 2;
+  return K::kQuant == Quant::DYNAMIC && !merged_max<K>() ? 1 : 2;
 }
 
 // Reduces K values with Op over the T threads that share a row in each of the C blocks of
@@ -347,33 +358,40 @@ __device__ __forceinline__ void row_reduce(float (&v)[K], ReduceScratch<T, R, K>
 
 // ---- statistics ----------------------------------------------------------------------
 // Shifted sums: with a shift k near the row mean, s1 = sum(x - k) and s2 = sum((x - k)^2)
-// give mean = k + s1/n and var = s2/n - (s1/n)^2 without cancellation (s1/n is tiny), and
-// x - k is exact for x near k (Sterbenz), so a large common offset costs no precision.
-// RMSNorm uses k = 0 and only s2. Padding lanes never enter either sum.
+// give mean = k + s1/n and var = s2/n - (s1/n)^2 without cancellation (while (s1/n)^2 is
+// at most var: see share_stats), and x - k is exact for x near k (Sterbenz), so a large
+// common offset costs no precision. RMSNorm uses k = 0 and only s2. Padding lanes never
+// enter either sum.
 struct Stats {
   float shift, c, rstd;  // mean = shift + c; normalized value = ((x - shift) - c) * rstd
   float amax;  // with merged_max: the outputs' absolute maximum
+  bool far;  // c^2 > var: the shift lies more than a standard deviation from the mean
 };
 
 // Sums of d and d*d over V values, pairwise: a thread's error grows with log V + (number of
 // vectors), not with the number of elements it holds.
 template <int V>
 __device__ __forceinline__ void pair_sums(const float (&d)[V], float& s1, float& s2) {
-  float a[V], b[V];
+  if constexpr (V == 1) {
+    s1 = d[0];
+    s2 = d[0] * d[0];
+  } else {  // the first level's squares and sums in one fma
+    float a[V / 2], b[V / 2];
 #pragma unroll
-  for (int j = 0; j < V; ++j) {
-    a[j] = d[j];
-    b[j] = d[j] * d[j];
-  }
-#pragma unroll
-  for (int w = V / 2; w > 0; w /= 2)
-#pragma unroll
-    for (int j = 0; j < w; ++j) {
-      a[j] += a[j + w];
-      b[j] += b[j + w];
+    for (int j = 0; j < V / 2; ++j) {
+      a[j] = d[j] + d[j + V / 2];
+      b[j] = fmaf(d[j + V / 2], d[j + V / 2], d[j] * d[j]);
     }
-  s1 = a[0];
-  s2 = b[0];
+#pragma unroll
+    for (int w = V / 4; w > 0; w /= 2)
+#pragma unroll
+      for (int j = 0; j < w; ++j) {
+        a[j] += a[j + w];
+        b[j] += b[j + w];
+      }
+    s1 = a[0];
+    s2 = b[0];
+  }
 }
 
 // A running float sum with Kahan-Babuska compensation, for sums over many chunks: with
@@ -388,6 +406,73 @@ struct Compensated {
   __device__ __forceinline__ float value() const { return sum + err; }
 };
 
+// ---- LayerNorm's shift in register rows: one per warp ---------------------------------
+// Each warp shifts by the mean of its lane 0's first vector (a shuffle away; where rows share
+// a warp, each row's first lane's): no reduction before the sums, no memory access. Of a
+// row's first warp that is its first columns. Only a warp whose first vector is padding
+// holds no element of the row (padding comes last), and its sums are zero.
+template <int T, class Row>
+__device__ __forceinline__ float warp_shift(const Row& x) {
+  float s = 0.f;
+#pragma unroll
+  for (int j = 0; j < Row::kVec; ++j) s += x.get(0, j);
+  return __shfl_sync(0xffffffffu, s, 0, T < 32 ? T : 32) * (1.f / Row::kVec);
+}
+
+// The sums of a row's warps, each around its warp's shift k_w (in k), moved to the first
+// warp's shift k_0 as they are combined: with d = k_w - k_0 and n_w the warp's elements,
+// sum(h - k_0) = s1_w + n_w d and sum((h - k_0)^2) = s2_w + d (2 s1_w + n_w d). The terms
+// are of the row's own spread while each k_w lies within a standard deviation of its warp's
+// mean (and k_0 of the row's: share_stats checks); true when a warp's is not: the row is
+// then summed again around one shift. In a fixed order: every thread gets the same bits.
+template <int T, int R>
+__device__ __forceinline__ bool reduce_warp_shifted(float& k, float (&s)[2], ReduceScratch<T, R, 3>& sh,
+                                                    const float* counts) {
+  static_assert(T > 32, "rows within a warp share one shift");
+#pragma unroll
+  for (int off = 16; off > 0; off /= 2) {
+#pragma unroll
+    for (int j = 0; j < 2; ++j) s[j] += __shfl_xor_sync(0xffffffffu, s[j], off);
+  }
+  constexpr int W = T / 32;
+  const int warp = threadIdx.x / 32;
+  float* row = sh.warps + (warp / W) * W * 3;
+  if (threadIdx.x % 32 == 0) {
+    row[(warp % W) * 3] = k;
+    row[(warp % W) * 3 + 1] = s[0];
+    row[(warp % W) * 3 + 2] = s[1];
+  }
+  __syncthreads();
+  const float k0 = row[0];
+  bool far = false;
+  auto moved = [&](int w, float& a, float& b) {
+    const float d = row[w * 3] - k0, s1 = row[w * 3 + 1], s2 = row[w * 3 + 2], nw = counts[w];
+    far |= 2.f * s1 * s1 > nw * s2;  // (s1 / n_w)^2 > s2 / n_w - (s1 / n_w)^2
+    a = fmaf(nw, d, s1);
+    b = fmaf(d, fmaf(nw, d, 2.f * s1), s2);
+  };
+  if constexpr (W >= 16) {  // lane l moves warp l % W's sums, then a butterfly
+    moved(threadIdx.x % W, s[0], s[1]);
+    far = __any_sync(0xffffffffu, far);
+#pragma unroll
+    for (int off = W / 2; off > 0; off /= 2) {
+#pragma unroll
+      for (int j = 0; j < 2; ++j) s[j] += __shfl_xor_sync(0xffffffffu, s[j], off);
+    }
+  } else {
+    moved(0, s[0], s[1]);
+#pragma unroll
+    for (int w = 1; w < W; ++w) {
+      float a, b;
+      moved(w, a, b);
+      s[0] += a;
+      s[1] += b;
+    }
+  }
+  k = k0;
+  return far;
+}
+
 // Sums a row's statistics reduce: LayerNorm both shifted sums, RMSNorm only the squares;
 // and the values reduced with them (the absolute maximum, with merged_max).
 template <class K> __host__ __device__ constexpr int stat_sums() { return K::kNorm == Norm::LAYERNORM ? 2 : 1; }
@@ -395,21 +480,71 @@ template <class K> __host__ __device__ constexpr int stat_values() { return stat
 
 // The row's statistics from this thread's shifted sums s1 (unused by RMSNorm) and s2, and
 // with merged_max its largest |h * (gamma + offset) * smooth|, m.
-template <class K, int T, int R, int C>
+//
+// kWarpShifted (LayerNorm rows in registers over several warps): each warp summed around
+// a shift of its own (warp_shift), which the reduction moves to the first warp's
+// (reduce_warp_shifted, with `counts` each warp's elements); `shift` becomes that one.
+template <class K, int T, int R, int C, bool kWarpShifted = false>
 __device__ __forceinline__ Stats row_stats(float shift, float s1, float s2, float m,
-                                           ReduceScratch<T, R, stat_values<K>()>& sh, int n, float eps) {
+                                           ReduceScratch<T, R, stat_values<K>() + kWarpShifted>& sh, int n,
+                                           float eps, const float* counts = nullptr) {
   constexpr int kS = stat_sums<K>();
   float s[stat_values<K>()];
   s[kS - 1] = s2;
   if constexpr (kS == 2) s[0] = s1;
   if constexpr (merged_max<K>()) s[kS] = m;
-  row_reduce<SumsThenMax<kS>, T, R, C, stat_values<K>()>(s, sh);
+  bool far_warp = false;
+  if constexpr (kWarpShifted) {
+    static_assert(kS == 2 && !merged_max<K>() && C == 1, "per-warp shifts: LayerNorm rows of one block");
+    far_warp = reduce_warp_shifted<T, R>(shift, s, sh, counts);
+  } else {
+    row_reduce<SumsThenMax<kS>, T, R, C, stat_values<K>()>(s, sh);
+  }
   const float inv_n = 1.f / static_cast<float>(n);
   const float c = kS == 2 ? s[0] * inv_n : 0.f;
   const float var = fmaxf(s[kS - 1] * inv_n - c * c, 0.f);
   const float rstd = 1.f / sqrtf(var + eps);
-  return Stats{shift, c, rstd, merged_max<K>() ? s[kS] * rstd : 0.f};
+  return Stats{shift, c, rstd, merged_max<K>() ? s[kS] * rstd : 0.f, far_warp || c * c > var};
 }
+
+// LayerNorm's shift for a row spread over a cluster (staged rows): the mean of h over the
+// row's first kCols columns (all of them if fewer), which every thread reads itself with
+// its first loads of the row (the same 16 bytes: a broadcast) -- so that the row's sums
+// need no reduction before them, and are taken as the row is staged. In exact arithmetic
+// any shift gives the same statistics; this one is almost always within a standard
+// deviation of the mean, and share_stats sums the rare row where it is not again. h
+// before rounding to x's precision: any shift serves. (Rows of one block: warp_shift.)
+template <class K, int V> struct Pilot {
+  using X = typename K::X;
+  static constexpr int kVecs = V * sizeof(X) >= 16 ? 1 : 16 / (V * static_cast<int>(sizeof(X)));
+  static constexpr int kCols = kVecs * V;  // 16 bytes of x
+  Packed<X, kVecs, V> x, r;
+
+  // The shift of the row at xr (residual rr) of n columns (whole vectors: V divides n).
+  __device__ __forceinline__ float shift(const Params& p, const X* xr, const X* rr, int n) {
+#pragma unroll
+    for (int i = 0; i < kVecs; ++i) {
+      if (i * V < n) {
+        x.load(i, xr + i * V);
+        if constexpr (K::kFusedAdd != 0) r.load(i, rr + i * V);
+      }
+    }
+    float s = 0.f;
+#pragma unroll
+    for (int i = 0; i < kVecs; ++i) {
+      if (i * V < n) {
+#pragma unroll
+        for (int j = 0; j < V; ++j) {
+          float h = x.get(i, j);
+          if constexpr (K::kXBias) h += to_float(static_cast<const X*>(p.x_bias)[i * V + j]);
+          if constexpr (K::kFusedAdd != 0) h += r.get(i, j);
+          s += h;
+        }
+      }
+    }
+    return n >= kCols ? s * (1.f / kCols) : s / static_cast<float>(n);
+  }
+};
 
 // ---- per-column vectors: gamma, beta, x-bias, smooth scale ---------------------------------
 // Packed like the row. Pipelines hold them in registers for all of a block's rows when
@@ -501,7 +636,13 @@ __device__ __forceinline__ void outputs(float (&out)[V], const Params& p, const 
   for (int j = 0; j < V; ++j) {
     const float g = c.g.get(ci, j);
     if constexpr (K::kNorm == Norm::LAYERNORM) {
-      out[j] = fmaf((d[j] - st.c) * st.rstd, g, c.b.get(ci, j));
+      // the same value, two forms: each is the one under which ptxas fits its pipelines'
+      // instances in their registers (the other spilled 4-8 bytes in some)
+      if constexpr (K::kStaged) {
+        out[j] = fmaf(fmaf(d[j], st.rstd, -st.c * st.rstd), g, c.b.get(ci, j));
+      } else {
+        out[j] = fmaf((d[j] - st.c) * st.rstd, g, c.b.get(ci, j));
+      }
     } else {
       out[j] = d[j] * st.rstd * (g + p.weight_offset);
     }
@@ -569,7 +710,7 @@ __device__ __forceinline__ RowCols<kFull, ColOf> row_cols(const ColOf& col_of, i
 }
 
 // `load(i, d)` gives vector i of a thread's P vectors as floats; `cols(i)` is its column.
-// The mean of the row's values summed in `s` (a per-thread partial): the shift.
+// The mean of the row's values summed in `s` (a per-thread partial): the two-pass shift.
 template <int T, int R, int C>
 __device__ __forceinline__ float row_mean(float s, ReduceScratch<T, R, 1>& sh, int count) {
   float v[1] = {s};
@@ -577,98 +718,73 @@ __device__ __forceinline__ float row_mean(float s, ReduceScratch<T, R, 1>& sh, i
   return v[0] / static_cast<float>(count);
 }
 
-// This thread's sums of (x - shift) and (x - shift)^2; padding vectors stay out.
-template <int P, int V, class Load, class Cols>
+// Adds one vector's sums of (x - shift) and (x - shift)^2 to s1 and s2.
+template <int V>
+__device__ __forceinline__ void add_centred(float (&d)[V], float shift, float& s1, float& s2) {
+  float a, b;
+#pragma unroll
+  for (int j = 0; j < V; ++j) d[j] -= shift;
+  pair_sums<V>(d, a, b);
+  s1 += a;
+  s2 += b;
+}
+
+// This thread's sums of (x - shift) and (x - shift)^2; padding vectors stay out. kRolled:
+// a loop, not unrolled (for `load` from memory only: a register row indexed at run time
+// would move to local memory).
+template <int P, int V, bool kRolled = false, class Load, class Cols>
 __device__ __forceinline__ void centred_sums(float shift, const Load& load, const Cols& cols, float& s1,
                                              float& s2) {
   s1 = s2 = 0.f;
-#pragma unroll
-  for (int i = 0; i < P; ++i) {
+  auto add = [&](int i) {
     if (cols.inside(i)) {
-      float d[V], a, b;
+      float d[V];
       load(i, d);
-#pragma unroll
-      for (int j = 0; j < V; ++j) d[j] -= shift;
-      pair_sums<V>(d, a, b);
-      s1 += a;
-      s2 += b;
+      add_centred<V>(d, shift, s1, s2);
     }
+  };
+  if constexpr (kRolled) {
+#pragma unroll 1
+    for (int i = 0; i < P; ++i) add(i);
+  } else {
+#pragma unroll
+    for (int i = 0; i < P; ++i) add(i);
   }
 }
 
-// LayerNorm over a cluster: the blocks' partial statistics, exchanged once per row. Two sets
-// alternate row by row: a block rewrites one only after the next row's cluster barrier,
-// which every block reaches after reading this row's.
-struct ClusterMerge {
-  float part[2][4];  // this block's shift, centred sums s1 and s2, and element count
-  float stats[3];  // the merged shift, c and rstd, for this block's threads
-};
-
-// The row's statistics from this thread's share of it (load, cols; sx its sum, m as for
-// row_stats). LayerNorm shifts by the row's mean, a first reduction -- except over a
-// cluster, where each block centres its share on its own mean (block reductions only) and
-// one cluster exchange merges the blocks' (shift, s1, s2, count) in rank order (Chan et
-// al.): d_b = (shift_b - shift_0) + s1_b / n_b, mean = shift_0 + sum(n_b d_b) / n, and
-// M2 = sum(s2_b - s1_b^2 / n_b) + sum(n_b (d_b - mean d)^2), all terms well conditioned.
-// One cluster barrier per row instead of two; every thread gets the same bits.
-template <class K, int P, int V, int T, int R, int C, class Load, class Cols>
-__device__ __forceinline__ Stats share_stats(const Params& p, float sx, float m, const Load& load, const Cols& cols,
-                                             ReduceScratch<T, R, 1>& sh_shift,
-                                             ReduceScratch<T, R, stat_values<K>()>& sh_stats, ClusterMerge& merge,
-                                             int parity) {
-  const int n = p.n;
-  if constexpr (K::kNorm == Norm::LAYERNORM && C > 1) {
-    static_assert(R == 1 && C <= 32, "a cluster serves one row");
-    const int rank = static_cast<int>(cluster_rank());
-    int nb = 0;  // this block's elements: vectors at columns (i*C*T + rank*T + t)*V, t < T
-#pragma unroll
-    for (int i = 0; i < P; ++i) nb += min(max(n - (i * C * T + rank * T) * V, 0), T * V);
-    float v[1] = {sx}, s[2];
-    row_reduce<Sum, T, 1, 1, 1>(v, sh_shift);
-    const float shift = nb > 0 ? v[0] / static_cast<float>(nb) : 0.f;
-    centred_sums<P, V>(shift, load, cols, s[0], s[1]);
-    row_reduce<Sum, T, 1, 1, 2>(s, sh_stats);
-    float* part = merge.part[parity];
-    if (threadIdx.x == 0) {
-      part[0] = shift;
-      part[1] = s[0];
-      part[2] = s[1];
-      part[3] = static_cast<float>(nb);
-    }
-    cluster_sync();
-    if (threadIdx.x < 32) {
-      float q[4];  // lane l holds block (l % C)'s part; all lanes merge in rank order
-#pragma unroll
-      for (int k = 0; k < 4; ++k) q[k] = load_cluster(&part[k], threadIdx.x % C);
-      const float k0 = __shfl_sync(0xffffffffu, q[0], 0);
-      float d[C], w[C], sum_wd = 0.f, m2 = 0.f;
-#pragma unroll
-      for (int b = 0; b < C; ++b) {
-        const float sh = __shfl_sync(0xffffffffu, q[0], b), s1 = __shfl_sync(0xffffffffu, q[1], b);
-        const float s2 = __shfl_sync(0xffffffffu, q[2], b);
-        w[b] = __shfl_sync(0xffffffffu, q[3], b);
-        d[b] = w[b] > 0.f ? (sh - k0) + s1 / w[b] : 0.f;
-        m2 += w[b] > 0.f ? s2 - s1 * (s1 / w[b]) : 0.f;
-        sum_wd += w[b] * d[b];
-      }
-      const float inv_n = 1.f / static_cast<float>(n);
-      const float c = sum_wd * inv_n;
-#pragma unroll
-      for (int b = 0; b < C; ++b) m2 += w[b] * (d[b] - c) * (d[b] - c);
-      if (threadIdx.x == 0) {
-        merge.stats[0] = k0;
-        merge.stats[1] = c;
-        merge.stats[2] = 1.f / sqrtf(fmaxf(m2 * inv_n, 0.f) + p.eps);
+// The row's statistics from this thread's sums around the shift k (s1 unused by RMSNorm)
+// and, with merged_max, its largest |h * (gamma + offset) * smooth|, m: one reduction, over
+// the cluster too where the row spans one. A LayerNorm row whose k lies more than a standard
+// deviation from its mean (c^2 > var: a pilot of outliers) would lose precision to
+// cancellation in s2 / n - c^2, so it is summed again around k + c, which is within rounding
+// of the mean: another pass over the row on chip and another reduction, for such rows
+// only. The decision is the same in all of a row's threads (they hold the same reduced
+// bits); rows that share a warp's shuffles or a block's barriers take the second
+// reduction together, each keeping its own result. That pass is a loop over `again(i, d)`
+// (the row from shared memory, or from global memory again where registers hold it):
+// unrolled over the registers, it cost the common path spills of 4-16 bytes.
+template <class K, int P, int V, int T, int R, int C, bool kWarpShifted = false, class Again, class Cols>
+__device__ __forceinline__ Stats share_stats(const Params& p, float k, float s1, float s2, float m, const Again& again_load,
+                                             const Cols& cols, ReduceScratch<T, R, stat_values<K>() + kWarpShifted>& sh,
+                                             ReduceScratch<T, R, stat_values<K>()>& sh_again,
+                                             const float* counts = nullptr) {
+  Stats st = row_stats<K, T, R, C, kWarpShifted>(k, s1, s2, m, sh, p.n, p.eps, counts);
+  if constexpr (K::kNorm == Norm::LAYERNORM) {
+    bool again = st.far;
+    if constexpr (R > 1 && T < 32) again = __any_sync(0xffffffffu, again);
+    if constexpr (R > 1 && T > 32) again = __syncthreads_or(again);
+    if (again) {
+      const float k2 = st.shift + st.c;
+      centred_sums<P, V, true>(k2, again_load, cols, s1, s2);
+      if constexpr (R == 1) {  // the first statistics are dead here: registers for the pass
+        st = row_stats<K, T, R, C>(k2, s1, s2, m, sh_again, p.n, p.eps);
+      } else {
+        const Stats st2 = row_stats<K, T, R, C>(k2, s1, s2, m, sh_again, p.n, p.eps);
+        if (st.far) st = st2;
       }
     }
-    __syncthreads();
-    return Stats{merge.stats[0], merge.stats[1], merge.stats[2], 0.f};
-  } else {
-    const float shift = K::kNorm == Norm::LAYERNORM ? row_mean<T, R, C>(sx, sh_shift, n) : 0.f;
-    float s1, s2;
-    centred_sums<P, V>(shift, load, cols, s1, s2);
-    return row_stats<K, T, R, C>(shift, s1, s2, m, sh_stats, n, p.eps);
   }
+  return st;
 }
 
 // fn(i, out) for each of this thread's vectors of a row, with its float outputs; columns
@@ -713,7 +829,9 @@ __device__ __forceinline__ float absmax(const Params& p, const Stats& st, const 
 template <class K, int P, int V, bool kHeld, class Load, class Cols>
 __device__ __forceinline__ float unscaled_absmax(const Params& p, const Load& load, const Cols& cols,
                                                  const Columns<K, kHeld ? P : 1, V>& c) {
-  if constexpr (merged_max<K>()) return absmax<K, P, V, kHeld>(p, Stats{0.f, 0.f, 1.f, 0.f}, load, cols, c);
+  if constexpr (merged_max<K>()) {
+    return absmax<K, P, V, kHeld>(p, Stats{0.f, 0.f, 1.f, 0.f, false}, load, cols, c);
+  }
   return 0.f;
 }
 
@@ -830,21 +948,29 @@ __device__ __forceinline__ void one_pass(const Params& p) {
   constexpr bool kAdd = K::kFusedAdd != 0;
   constexpr bool kHold = V > 1 && Columns<K, P, V>::kWords <= 32;
   constexpr bool kPrefetchRow = V > 1 && (kAdd ? 2 : 1) * Packed<X, P, V>::kWords <= 16;
+  // LayerNorm shifts: per warp (warp_shift) in a block's rows, the row's first columns
+  // (Pilot) over a cluster
+  constexpr bool kWarpShifted = kLN && C == 1 && T > 32;
   constexpr int S = scratch_sets<K>();
-  __shared__ ReduceScratch<T, R, 1> sh_shift[S], sh_max[S];
-  __shared__ ReduceScratch<T, R, stat_values<K>()> sh_stats[S];
-  __shared__ ClusterMerge merge;
+  __shared__ ReduceScratch<T, R, 1> sh_max[S];
+  __shared__ ReduceScratch<T, R, stat_values<K>() + kWarpShifted> sh_stats[S];
+  __shared__ ReduceScratch<T, R, stat_values<K>()> sh_again[S];
+  __shared__ float warp_counts[kWarpShifted ? T / 32 : 1];  // elements of each warp of a row
   const int lane = (C > 1 ? cluster_rank() * T : 0) + threadIdx.x % T;
   const int sub = threadIdx.x / T;  // this thread's row among the block's R
   const i64 group = C > 1 ? cluster_index() : blockIdx.x;
   const i64 stride = (C > 1 ? cluster_count() : gridDim.x) * static_cast<i64>(R);
   const int n = p.n;
   const auto cols = row_cols<false>([=](int i) { return (i * C * T + lane) * V; }, n);
+  auto row_x = [&](i64 row) { return static_cast<const X*>(p.x) + row_offset(row, p.inner, p.x_so, p.x_si); };
+  auto row_r = [&](i64 row) {
+    return static_cast<const X*>(p.residual) + (kAdd ? row_offset(row, p.inner, p.r_so, p.r_si) : 0);
+  };
   auto load_row = [&](RowIn<K, P, V>& in, i64 base) {
     const i64 row = base + sub;
     const bool live = row < p.rows;
-    const X* xr = static_cast<const X*>(p.x) + (live ? row_offset(row, p.inner, p.x_so, p.x_si) : 0);
-    const X* rr = static_cast<const X*>(p.residual) + (live && kAdd ? row_offset(row, p.inner, p.r_so, p.r_si) : 0);
+    const X* xr = live ? row_x(row) : static_cast<const X*>(p.x);
+    const X* rr = live ? row_r(row) : static_cast<const X*>(p.residual);
 #pragma unroll
     for (int i = 0; i < P; ++i) load_in<K, P, V>(in, i, xr, rr, cols(i), live && cols.inside(i));
   };
@@ -855,11 +981,20 @@ __device__ __forceinline__ void one_pass(const Params& p) {
     for (int i = 0; i < P; ++i)
       if (cols.inside(i)) c.load(p, i, cols(i));
   }
+  if constexpr (kWarpShifted) {
+    if (threadIdx.x < T && threadIdx.x % 32 == 0) {  // warp w of a row: lanes 32w..32w+31
+      int count = 0;
+#pragma unroll
+      for (int i = 0; i < P; ++i) count += min(max(n / V - i * T - static_cast<int>(threadIdx.x), 0), 32);
+      warp_counts[threadIdx.x / 32] = static_cast<float>(count * V);
+    }
+    __syncthreads();
+  }
   const float qmul = static_qmul<K>(p);
   i64 base = group * R;
   RowIn<K, P, V> in;
   if (base < p.rows) load_row(in, base);
-  for (int ph = 0, it = 0; base < p.rows; base += stride, ph = (ph + 1) % S, ++it) {
+  for (int ph = 0; base < p.rows; base += stride, ph = (ph + 1) % S) {
     // Every thread runs the reductions, also for a row past the end (live == false).
     const i64 row = base + sub;
     const bool live = row < p.rows;
@@ -873,15 +1008,24 @@ __device__ __forceinline__ void one_pass(const Params& p) {
                              K::kFusedAdd == 1 && live ? static_cast<X*>(p.res_out) + row * n : nullptr);
 
     auto load = [&](int i, float (&d)[V]) { in.x.get(i, d); };
-    float sx = 0.f;  // padding is zero
-    if constexpr (kLN) {
-#pragma unroll
-      for (int i = 0; i < P; ++i)
-#pragma unroll
-        for (int j = 0; j < V; ++j) sx += in.x.get(i, j);
+    float k = 0.f, s1, s2;
+    if constexpr (kLN && C == 1) {
+      k = warp_shift<T>(in.x);
+    } else if constexpr (kLN) {
+      Pilot<K, V> pilot;
+      if (live) k = pilot.shift(p, row_x(row), row_r(row), n);  // a row past the end: zeros, shift 0
     }
+    centred_sums<P, V>(k, load, cols, s1, s2);
     const float m = unscaled_absmax<K, P, V, kHold>(p, load, cols, c);
-    const Stats st = share_stats<K, P, V, T, R, C>(p, sx, m, load, cols, sh_shift[ph], sh_stats[ph], merge, it % 2);
+    auto reload = [&](int i, float (&d)[V]) {  // vector i of h from global memory, as fuse_row made it
+      RowIn<K, 1, V> one;
+      const auto one_cols = row_cols<false>([&](int) { return cols(i); }, n);
+      load_in<K, 1, V>(one, 0, row_x(row), row_r(row), cols(i), live);
+      fuse_row<K, 1, V, false>(one, p, Columns<K, 1, V>{}, one_cols, nullptr);
+      one.x.get(0, d);
+    };
+    const Stats st = share_stats<K, P, V, T, R, C, kWarpShifted>(p, k, s1, s2, m, reload, cols, sh_stats[ph],
+                                                                 sh_again[ph], warp_counts);
     finish_row<K, P, V, kHold, K::kKeepOutputs, T, R, C>(p, st, load, cols, c, sh_max[ph], qmul, row, live,
                                                         lane == 0);
     if constexpr (kPrefetchRow) {
@@ -908,9 +1052,8 @@ __device__ __forceinline__ void one_pass_staged(const Params& p) {
   constexpr int kBatch = P < kPerBatch ? P : kPerBatch;
   static_assert(K::kRowsPerBlock == 1 && P % kBatch == 0, "staged tiles serve one row per block");
   constexpr int S = scratch_sets<K>();
-  __shared__ ReduceScratch<T, 1, 1> sh_shift[S], sh_max[S];
-  __shared__ ReduceScratch<T, 1, stat_values<K>()> sh_stats[S];
-  __shared__ ClusterMerge merge;
+  __shared__ ReduceScratch<T, 1, 1> sh_max[S];
+  __shared__ ReduceScratch<T, 1, stat_values<K>()> sh_stats[S], sh_again[S];
   extern __shared__ uint4 stage_words[];
   X* stage = reinterpret_cast<X*>(stage_words);
   const int lane = (C > 1 ? cluster_rank() * T : 0) + threadIdx.x;
@@ -919,13 +1062,18 @@ __device__ __forceinline__ void one_pass_staged(const Params& p) {
   const auto cols = row_cols<kFull>([=](int i) { return (i * C * T + lane) * V; }, n);
   auto slot = [&](int i) { return stage + (i * T + threadIdx.x) * V; };  // conflict-free
 
-  int ph = 0, it = 0;
+  int ph = 0;
   for (i64 row = C > 1 ? cluster_index() : blockIdx.x; row < p.rows;
-       row += C > 1 ? cluster_count() : gridDim.x, ph = (ph + 1) % S, ++it) {
+       row += C > 1 ? cluster_count() : gridDim.x, ph = (ph + 1) % S) {
     const X* xr = static_cast<const X*>(p.x) + row_offset(row, p.inner, p.x_so, p.x_si);
     const X* rr = static_cast<const X*>(p.residual) + (kAdd ? row_offset(row, p.inner, p.r_so, p.r_si) : 0);
     X* res_out = K::kFusedAdd == 1 ? static_cast<X*>(p.res_out) + row * n : nullptr;
-    float sx = 0.f;  // padding is zero
+    // LayerNorm's sums are taken as the row is staged, RMSNorm's in a pass over the staged
+    // row: while staging, RMSNorm + fp8 at 32768 / 65536 ran at 0.90 / 0.88 of copy instead
+    // of 0.92 / 0.90 (H100), plain RMSNorm no faster, and the whole-row kernels with a fused
+    // add spilled.
+    constexpr bool kSumsWhileStaging = K::kNorm == Norm::LAYERNORM;
+    float k = 0.f, s1 = 0.f, s2 = 0.f;
 #pragma unroll
     for (int i0 = 0; i0 < P; i0 += kBatch) {
       RowIn<K, kBatch, V> batch;
@@ -933,16 +1081,25 @@ __device__ __forceinline__ void one_pass_staged(const Params& p) {
 #pragma unroll
       for (int b = 0; b < kBatch; ++b)
         load_in<K, kBatch, V>(batch, b, xr, rr, batch_cols(b), batch_cols.inside(b));
+      if constexpr (K::kNorm == Norm::LAYERNORM) {
+        Pilot<K, V> pilot;  // read with the first batch
+        if (i0 == 0) k = pilot.shift(p, xr, rr, n);
+      }
       fuse_row<K, kBatch, V, false>(batch, p, Columns<K, 1, V>{}, batch_cols, res_out);
 #pragma unroll
-      for (int b = 0; b < kBatch; ++b) {
-#pragma unroll
-        for (int j = 0; j < V; ++j) sx += batch.x.get(b, j);
-        batch.x.store(b, slot(i0 + b));
-      }
+      for (int b = 0; b < kBatch; ++b) batch.x.store(b, slot(i0 + b));
       // this batch goes to shared memory before the next is loaded: left free, the
-      // compiler holds every batch in registers to the end, and spills
+      // compiler holds every batch in registers to the end, and spills. Its sums come
+      // after, free to overlap the next batch's loads.
       asm volatile("" ::: "memory");
+#pragma unroll
+      for (int b = 0; b < kBatch; ++b) {
+        if (kSumsWhileStaging && batch_cols.inside(b)) {
+          float d[V];
+          batch.x.get(b, d);
+          add_centred<V>(d, k, s1, s2);
+        }
+      }
     }
     auto load = [&](int i, float (&d)[V]) {
       Packed<X, 1, V> v;
@@ -950,7 +1107,8 @@ __device__ __forceinline__ void one_pass_staged(const Params& p) {
       v.get(0, d);
     };
     const float m = unscaled_absmax<K, P, V, false>(p, load, cols, Columns<K, 1, V>{});
-    const Stats st = share_stats<K, P, V, T, 1, C>(p, sx, m, load, cols, sh_shift[ph], sh_stats[ph], merge, it % 2);
+    if constexpr (!kSumsWhileStaging) centred_sums<P, V>(0.f, load, cols, s1, s2);
+    const Stats st = share_stats<K, P, V, T, 1, C>(p, k, s1, s2, m, load, cols, sh_stats[ph], sh_again[ph]);
     finish_row<K, P, V, false, false, T, 1, C>(p, st, load, cols, Columns<K, 1, V>{}, sh_max[ph], qmul, row,
                                                true, lane == 0);
   }

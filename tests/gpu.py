@@ -67,6 +67,7 @@ class Case:
 
 KINDS = ("normal", "offset")  # every instance, every shape
 SPECIAL_KINDS = ("zero", "huge", "ties")  # fused instances, a few rows
+LEAD = "lead"  # LayerNorm instances, a few rows at their largest N
 
 
 def semantics(spec: KernelSpec) -> KernelSpec:
@@ -118,7 +119,9 @@ def make_inputs(case: Case) -> dict:
     """Device inputs by name (x possibly a strided view of wider rows). Kinds: "normal"
     N(0,1) rows; "offset" 1000 + N(0,1); "zero" every other row all zero, with zero beta
     and x-bias (y == 0 there); "huge" one element per row 2e4; "ties" a residual of half an
-    ulp of x in a third of the elements, so that h lands on rounding midpoints."""
+    ulp of x in a third of the elements, so that h lands on rounding midpoints; "lead" 3000
+    in the first 16 columns of every 256 (where LayerNorm's shifts are taken: the row's
+    first columns, each warp's first vector), so that the shifts lie far from the mean."""
     import cupy
 
     rng = cupy.random.default_rng(case.seed)
@@ -129,6 +132,8 @@ def make_inputs(case: Case) -> dict:
     res = rng.standard_normal(shape, dtype=cupy.float32)
     if case.kind == "huge":
         full[cupy.arange(case.m), rng.integers(0, case.n, case.m)] = 2e4
+    if case.kind == LEAD:
+        full[:, cupy.arange(shape[1]) % 256 < 16] += 3000
     x = full.astype(case.x.numpy)
     r = res.astype(case.x.numpy)
     if case.kind == "ties":

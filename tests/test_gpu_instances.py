@@ -11,7 +11,7 @@ from normgen.types import FusedAdd, Norm, Pipeline, Quant
 
 from .conftest import source_dir
 from .gpu import (
-    KINDS, SPECIAL_KINDS, Case, assert_bits_equal, assert_close, assert_codes, assert_scales,
+    KINDS, LEAD, SPECIAL_KINDS, Case, assert_bits_equal, assert_close, assert_codes, assert_scales,
     assert_stats, call_args, expected, poisoned_allocations, requires_gpu, semantics,
 )
 
@@ -37,8 +37,9 @@ def _n_cases(spec):
 def _cases(spec, seed):
     """Plain instances: M = 1000 up to N = 8192 and at N_VALUES, else 64 (a quick
     reference). Fused instances (many more, sharing the plain ones' row walk): M = 256 up to
-    N = 8192, else 16; and the special kinds at the instance's largest N. RMSNorm also
-    without gamma and with weight_offset = 1 (Gemma's 1 + gamma) there."""
+    N = 8192, else 16; and the special kinds at the instance's largest N. LayerNorm there
+    also with rows whose shifts lie far from their mean; RMSNorm without gamma and with
+    weight_offset = 1 (Gemma's 1 + gamma)."""
     plain = spec.fused_add == FusedAdd.NONE and not spec.x_bias and spec.quant == Quant.NONE
     call = None if plain and spec.norm == Norm.LAYERNORM else semantics(spec)
     ns = _n_cases(spec)
@@ -54,6 +55,8 @@ def _cases(spec, seed):
     if not plain:
         for kind in SPECIAL_KINDS:
             yield Case(spec.x, spec.w, ns[-1], 3, kind, 8, seed ^ zlib.crc32(kind.encode()), call)
+    if spec.norm == Norm.LAYERNORM:
+        yield Case(spec.x, spec.w, ns[-1], 3, LEAD, 8, seed ^ zlib.crc32(LEAD.encode()), call)
     if spec.norm == Norm.RMSNORM:
         yield Case(spec.x, spec.w, ns[-1], 3, "offset", 8, seed ^ 1, call, gamma=False)
         yield Case(spec.x, spec.w, ns[-1], 3, "normal", 8, seed ^ 2, call, weight_offset=1.0)
