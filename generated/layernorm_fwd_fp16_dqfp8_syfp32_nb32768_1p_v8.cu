@@ -32,3 +32,8 @@ __cluster_dims__(2, 1, 1)
 layernorm_fwd_fp16_dqfp8_syfp32_nb32768_1p_v8(const normgen::Params p) {
   normgen::norm_fwd<Traits, false>(p);
 }
+extern "C" __global__ void __launch_bounds__(256, 4)
+__cluster_dims__(2, 1, 1)
+layernorm_fwd_fp16_dqfp8_syfp32_nb32768_1p_v8_full(const normgen::Params p) {
+  normgen::norm_fwd<Traits, true>(p);
+}

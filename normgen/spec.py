@@ -58,13 +58,17 @@ class KernelSpec:
         length: with no padding possible, every pass issues all its loads (shared memory,
         per-column vectors) ahead of its arithmetic. Staged one-pass instances only.
         Measured on an H100 (bf16): RMSNorm + fp8 at 32768 / 65536 0.79 / 0.74 -> 0.90-0.92 /
-        0.87-0.89 of copy, LayerNorm and RMSNorm at 131072 and 262144 +0.01-0.02. Not for
-        register-held rows (within noise there, and fp16 LayerNorm spills), nor for staged
-        LayerNorm with a dynamic quant or instances with an x-bias, which spill 4-28 bytes
-        under the staged 64-register budget."""
+        0.87-0.89 of copy, LayerNorm + int8 or fp8 0.65 / 0.60 -> 0.71-0.72 / 0.65, LayerNorm
+        and RMSNorm at 131072 and 262144 +0.01-0.02. Not for register-held rows (within noise
+        there, and fp16 LayerNorm spills), nor for instances with an x-bias, nor for
+        LayerNorm's dynamic quant together with a fused add or smooth scale or over vectors
+        under 16 bytes: those spill 8-28 bytes under the staged 64-register budget (ptxas,
+        fp16 with an add, fp16 or bf16 with a smooth scale and an add)."""
         staged = self.pipeline == Pipeline.ONE_PASS and self.tile.stage_bytes > 0
         quant_ln = self.quant == Quant.DYNAMIC and self.norm == Norm.LAYERNORM
-        return staged and not quant_ln and not self.x_bias
+        busy_quant_ln = quant_ln and (self.fused_add != FusedAdd.NONE or self.smooth is not None
+                                      or self.vec * self.x.itemsize < 16)
+        return staged and not busy_quant_ln and not self.x_bias
 
     @property
     def full_symbol(self) -> Optional[str]:
