@@ -27,7 +27,7 @@ struct Traits {
 };
 }  // namespace
 
-extern "C" __global__ void __launch_bounds__(512, 1)
+extern "C" __global__ void __launch_bounds__(512, 2)
 layernorm_fwd_fp32_nb16384_1p_v1(const normgen::Params p) {
   normgen::norm_fwd<Traits, false>(p);
 }

@@ -365,7 +365,9 @@ __device__ __forceinline__ void row_reduce(float (&v)[K], ReduceScratch<T, R, K>
 struct Stats {
   float shift, c, rstd;  // mean = shift + c; normalized value = ((x - shift) - c) * rstd
   float amax;  // with merged_max: the outputs' absolute maximum
-  bool far;  // c^2 > var: the shift lies more than a standard deviation from the mean
+  // c^2 > var: the shift lies more than a standard deviation from the mean; in share_stats'
+  // result: the row was summed again for that (around its mean: `shift` is that one)
+  bool far;
 };
 
 // Sums of d and d*d over V values, pairwise: a thread's error grows with log V + (number of
@@ -636,13 +638,7 @@ __device__ __forceinline__ void outputs(float (&out)[V], const Params& p, const 
   for (int j = 0; j < V; ++j) {
     const float g = c.g.get(ci, j);
     if constexpr (K::kNorm == Norm::LAYERNORM) {
-      // the same value, two forms: each is the one under which ptxas fits its pipelines'
-      // instances in their registers (the other spilled 4-8 bytes in some)
-      if constexpr (K::kStaged) {
-        out[j] = fmaf(fmaf(d[j], st.rstd, -st.c * st.rstd), g, c.b.get(ci, j));
-      } else {
-        out[j] = fmaf((d[j] - st.c) * st.rstd, g, c.b.get(ci, j));
-      }
+      out[j] = fmaf(fmaf(d[j], st.rstd, -st.c * st.rstd), g, c.b.get(ci, j));  // ((d - c) * rstd) * g + b
     } else {
       out[j] = d[j] * st.rstd * (g + p.weight_offset);
     }
@@ -778,8 +774,10 @@ __device__ __forceinline__ Stats share_stats(const Params& p, float k, float s1,
       centred_sums<P, V, true>(k2, again_load, cols, s1, s2);
       if constexpr (R == 1) {  // the first statistics are dead here: registers for the pass
         st = row_stats<K, T, R, C>(k2, s1, s2, m, sh_again, p.n, p.eps);
+        st.far = true;
       } else {
-        const Stats st2 = row_stats<K, T, R, C>(k2, s1, s2, m, sh_again, p.n, p.eps);
+        Stats st2 = row_stats<K, T, R, C>(k2, s1, s2, m, sh_again, p.n, p.eps);
+        st2.far = true;
         if (st.far) st = st2;
       }
     }
@@ -788,8 +786,9 @@ __device__ __forceinline__ Stats share_stats(const Params& p, float k, float s1,
 }
 
 // fn(i, out) for each of this thread's vectors of a row, with its float outputs; columns
-// from c when kHeld (the same for every row), else loaded per vector.
-template <class K, int P, int V, bool kHeld, class Load, class Cols, class Fn>
+// from c when kHeld (the same for every row), else loaded per vector. kCentred: `load`
+// gives the values minus st.shift already.
+template <class K, int P, int V, bool kHeld, bool kCentred = false, class Load, class Cols, class Fn>
 __device__ __forceinline__ void for_each_output(const Params& p, const Stats& st, const Load& load,
                                                 const Cols& cols, const Columns<K, kHeld ? P : 1, V>& c,
                                                 const Fn& fn) {
@@ -798,8 +797,10 @@ __device__ __forceinline__ void for_each_output(const Params& p, const Stats& st
     if (cols.inside(i)) {
       float d[V], out[V];
       load(i, d);
+      if constexpr (!kCentred) {
 #pragma unroll
-      for (int j = 0; j < V; ++j) d[j] -= st.shift;
+        for (int j = 0; j < V; ++j) d[j] -= st.shift;
+      }
       if constexpr (kHeld) {
         outputs<K, P, V>(out, p, st, d, c, i);
       } else {
@@ -851,19 +852,20 @@ __device__ __forceinline__ void normalize_row(const Params& p, const Stats& st, 
 
 // A row held on chip, after its statistics: the dynamic quant scale (a row reduction every
 // thread takes part in, live row or not), then this thread's outputs and the row's stats.
-// With kKeep the outputs computed for the absolute maximum stay in registers for the
-// stores (the normalize chain is most of a 16-bit row's instructions); else they are
-// computed again (K::kKeepOutputs says which, for register-held rows).
+// kKeep (K::kKeepOutputs, register-held rows): `keep` holds the row centred on st.shift
+// (`load` reads it), and the outputs computed for the absolute maximum replace it there for
+// the stores (the normalize chain is most of a 16-bit row's instructions); else they are
+// computed again.
 template <class K, int P, int V, bool kHeld, bool kKeep, int T, int R, int C, class Load, class Cols>
 __device__ __forceinline__ void finish_row(const Params& p, const Stats& st, const Load& load, const Cols& cols,
                                            const Columns<K, kHeld ? P : 1, V>& c, ReduceScratch<T, R, 1>& sh_max,
-                                           float qmul, i64 row, bool live, bool leader) {
-  float keep[kKeep ? P : 1][V];
+                                           float (&keep)[kKeep ? P : 1][V], float qmul, i64 row, bool live,
+                                           bool leader) {
   if constexpr (merged_max<K>()) {
     qmul = dynamic_scale<K>(p, st.amax, row, live && leader);
   } else if constexpr (K::kQuant == Quant::DYNAMIC) {
     float m[1] = {0.f};
-    for_each_output<K, P, V, kHeld>(p, st, load, cols, c, [&](int i, const float (&out)[V]) {
+    for_each_output<K, P, V, kHeld, kKeep>(p, st, load, cols, c, [&](int i, const float (&out)[V]) {
 #pragma unroll
       for (int j = 0; j < V; ++j) {
         m[0] = fmaxf(m[0], fabsf(out[j]));
@@ -874,6 +876,7 @@ __device__ __forceinline__ void finish_row(const Params& p, const Stats& st, con
     qmul = dynamic_scale<K>(p, m[0], row, live && leader);
   }
   if (live) {
+    if (leader) save_stats<K>(p, row, st);  // first: the mean's terms need no register past here
     if constexpr (kKeep && K::kQuant == Quant::DYNAMIC) {
 #pragma unroll
       for (int i = 0; i < P; ++i) {
@@ -886,7 +889,6 @@ __device__ __forceinline__ void finish_row(const Params& p, const Stats& st, con
     } else {
       normalize_row<K, P, V, kHeld>(p, st, load, cols, c, qmul, row * p.n);
     }
-    if (leader) save_stats<K>(p, row, st);
   }
 }
 
@@ -951,6 +953,7 @@ __device__ __forceinline__ void one_pass(const Params& p) {
   // LayerNorm shifts: per warp (warp_shift) in a block's rows, the row's first columns
   // (Pilot) over a cluster
   constexpr bool kWarpShifted = kLN && C == 1 && T > 32;
+  constexpr bool kKeep = K::kKeepOutputs;
   constexpr int S = scratch_sets<K>();
   __shared__ ReduceScratch<T, R, 1> sh_max[S];
   __shared__ ReduceScratch<T, R, stat_values<K>() + kWarpShifted> sh_stats[S];
@@ -1007,7 +1010,6 @@ __device__ __forceinline__ void one_pass(const Params& p) {
     fuse_row<K, P, V, kHold>(in, p, c, cols,
                              K::kFusedAdd == 1 && live ? static_cast<X*>(p.res_out) + row * n : nullptr);
 
-    auto load = [&](int i, float (&d)[V]) { in.x.get(i, d); };
     float k = 0.f, s1, s2;
     if constexpr (kLN && C == 1) {
       k = warp_shift<T>(in.x);
@@ -1015,7 +1017,29 @@ __device__ __forceinline__ void one_pass(const Params& p) {
       Pilot<K, V> pilot;
       if (live) k = pilot.shift(p, row_x(row), row_r(row), n);  // a row past the end: zeros, shift 0
     }
-    centred_sums<P, V>(k, load, cols, s1, s2);
+    // kKeep: the row as floats centred on the shift, from here on (what the sums take and
+    // the outputs start from: two instructions per element fewer than converting and
+    // centring it again for the outputs, in the registers the kept outputs need anyway)
+    float kept[kKeep ? P : 1][V];
+    if constexpr (kKeep) {
+#pragma unroll
+      for (int i = 0; i < P; ++i) {
+        if (cols.inside(i)) {
+          in.x.get(i, kept[i]);
+#pragma unroll
+          for (int j = 0; j < V; ++j) kept[i][j] -= k;
+        }
+      }
+    }
+    auto load = [&](int i, float (&d)[V]) {  // vector i of the row (kKeep: centred)
+      if constexpr (kKeep) {
+#pragma unroll
+        for (int j = 0; j < V; ++j) d[j] = kept[i][j];
+      } else {
+        in.x.get(i, d);
+      }
+    };
+    centred_sums<P, V>(kKeep ? 0.f : k, load, cols, s1, s2);
     const float m = unscaled_absmax<K, P, V, kHold>(p, load, cols, c);
     auto reload = [&](int i, float (&d)[V]) {  // vector i of h from global memory, as fuse_row made it
       RowIn<K, 1, V> one;
@@ -1024,10 +1048,30 @@ __device__ __forceinline__ void one_pass(const Params& p) {
       fuse_row<K, 1, V, false>(one, p, Columns<K, 1, V>{}, one_cols, nullptr);
       one.x.get(0, d);
     };
-    const Stats st = share_stats<K, P, V, T, R, C, kWarpShifted>(p, k, s1, s2, m, reload, cols, sh_stats[ph],
-                                                                 sh_again[ph], warp_counts);
-    finish_row<K, P, V, kHold, K::kKeepOutputs, T, R, C>(p, st, load, cols, c, sh_max[ph], qmul, row, live,
-                                                        lane == 0);
+    Stats st = share_stats<K, P, V, T, R, C, kWarpShifted>(p, k, s1, s2, m, reload, cols, sh_stats[ph],
+                                                           sh_again[ph], warp_counts);
+    if constexpr (kKeep) {
+      if (st.far) {  // summed again around the mean (rare): the row centred on that, from memory
+#pragma unroll
+        for (int i = 0; i < P; ++i) {
+          if (cols.inside(i)) {
+            reload(i, kept[i]);
+#pragma unroll
+            for (int j = 0; j < V; ++j) kept[i][j] -= st.shift;
+          }
+        }
+        k = st.shift;
+      }
+      // else the row is centred on this warp's shift k, the statistics on the first warp's:
+      // the mean relative to k is (shift - k) + c, whose rounding is within that of the
+      // terms' (each warp's shift lies within its warp's deviation of its mean, and a warp's
+      // mean within sqrt(warps) row deviations of the row's); in warp 0 (the leader, which
+      // writes the mean) k is the shift and c stays as it is.
+      st.c += st.shift - k;
+      st.shift = k;
+    }
+    finish_row<K, P, V, kHold, kKeep, T, R, C>(p, st, load, cols, c, sh_max[ph], kept, qmul, row, live,
+                                              lane == 0);
     if constexpr (kPrefetchRow) {
       in = next;
     } else if (more) {
@@ -1109,8 +1153,9 @@ __device__ __forceinline__ void one_pass_staged(const Params& p) {
     const float m = unscaled_absmax<K, P, V, false>(p, load, cols, Columns<K, 1, V>{});
     if constexpr (!kSumsWhileStaging) centred_sums<P, V>(0.f, load, cols, s1, s2);
     const Stats st = share_stats<K, P, V, T, 1, C>(p, k, s1, s2, m, load, cols, sh_stats[ph], sh_again[ph]);
-    finish_row<K, P, V, false, false, T, 1, C>(p, st, load, cols, Columns<K, 1, V>{}, sh_max[ph], qmul, row,
-                                               true, lane == 0);
+    float unkept[1][V];
+    finish_row<K, P, V, false, false, T, 1, C>(p, st, load, cols, Columns<K, 1, V>{}, sh_max[ph], unkept, qmul,
+                                               row, true, lane == 0);
   }
   if constexpr (C > 1) cluster_sync();  // no block may exit while another reads its shared memory
 }

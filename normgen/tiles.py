@@ -46,7 +46,7 @@ ONE_PASS_TILES: dict[int, dict[int, tuple[int, int, int, bool]]] = {
         1024: (64, 2, 1, False),
         2048: (128, 1, 1, False),
         4096: (256, 1, 1, False),
-        8192: (512, 1, 1, False),
+        8192: (256, 1, 1, False),
         16384: (512, 1, 1, False),
         32768: (1024, 1, 1, False),
         65536: (256, 1, 8, True),
