@@ -1021,16 +1021,17 @@ __device__ __forceinline__ void one_pass(const Params& p) {
     // the outputs start from: two instructions per element fewer than converting and
     // centring it again for the outputs, in the registers the kept outputs need anyway)
     float kept[kKeep ? P : 1][V];
-    if constexpr (kKeep) {
+    auto keep_centred = [&](const auto& vector_of, float shift) {  // kept[i] = vector_of(i) - shift
 #pragma unroll
       for (int i = 0; i < P; ++i) {
         if (cols.inside(i)) {
-          in.x.get(i, kept[i]);
+          vector_of(i, kept[i]);
 #pragma unroll
-          for (int j = 0; j < V; ++j) kept[i][j] -= k;
+          for (int j = 0; j < V; ++j) kept[i][j] -= shift;
         }
       }
-    }
+    };
+    if constexpr (kKeep) keep_centred([&](int i, float (&d)[V]) { in.x.get(i, d); }, k);
     auto load = [&](int i, float (&d)[V]) {  // vector i of the row (kKeep: centred)
       if constexpr (kKeep) {
 #pragma unroll
@@ -1052,14 +1053,7 @@ __device__ __forceinline__ void one_pass(const Params& p) {
                                                            sh_again[ph], warp_counts);
     if constexpr (kKeep) {
       if (st.far) {  // summed again around the mean (rare): the row centred on that, from memory
-#pragma unroll
-        for (int i = 0; i < P; ++i) {
-          if (cols.inside(i)) {
-            reload(i, kept[i]);
-#pragma unroll
-            for (int j = 0; j < V; ++j) kept[i][j] -= st.shift;
-          }
-        }
+        keep_centred(reload, st.shift);
         k = st.shift;
       }
       // else the row is centred on this warp's shift k, the statistics on the first warp's:
