@@ -21,13 +21,13 @@ struct Traits {
   static constexpr int kVec = 8;
   static constexpr int kRepeat = 4;
   static constexpr int kCluster = 1;
-  static constexpr bool kStaged = false;
-  static constexpr bool kPackColumns = true;
+  static constexpr bool kStaged = true;
+  static constexpr bool kPackColumns = false;
   static constexpr bool kKeepOutputs = true;
 };
 }  // namespace
 
-extern "C" __global__ void __launch_bounds__(256, 2)
+extern "C" __global__ void __launch_bounds__(256, 4)
 layernorm_fwd_bf16_add1_dqfp8_syfp32_nb8192_1p_v8(const normgen::Params p) {
   normgen::norm_fwd<Traits, false>(p);
 }

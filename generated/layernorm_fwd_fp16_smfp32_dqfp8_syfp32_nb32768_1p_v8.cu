@@ -23,11 +23,11 @@ struct Traits {
   static constexpr int kCluster = 2;
   static constexpr bool kStaged = true;
   static constexpr bool kPackColumns = false;
-  static constexpr bool kKeepOutputs = false;
+  static constexpr bool kKeepOutputs = true;
 };
 }  // namespace
 
-extern "C" __global__ void __launch_bounds__(256, 4)
+extern "C" __global__ void __launch_bounds__(256, 3)
 __cluster_dims__(2, 1, 1)
 layernorm_fwd_fp16_smfp32_dqfp8_syfp32_nb32768_1p_v8(const normgen::Params p) {
   normgen::norm_fwd<Traits, false>(p);

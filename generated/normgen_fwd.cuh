@@ -787,28 +787,34 @@ __device__ __forceinline__ Stats share_stats(const Params& p, float k, float s1,
 
 // fn(i, out) for each of this thread's vectors of a row, with its float outputs; columns
 // from c when kHeld (the same for every row), else loaded per vector. kCentred: `load`
-// gives the values minus st.shift already.
-template <class K, int P, int V, bool kHeld, bool kCentred = false, class Load, class Cols, class Fn>
+// gives the values minus st.shift already. U < P: a loop over U vectors at a time (for
+// `load` from memory only), which bounds the loads ptxas issues ahead of their use.
+template <class K, int P, int V, bool kHeld, bool kCentred = false, int U = P, class Load, class Cols, class Fn>
 __device__ __forceinline__ void for_each_output(const Params& p, const Stats& st, const Load& load,
                                                 const Cols& cols, const Columns<K, kHeld ? P : 1, V>& c,
                                                 const Fn& fn) {
+  static_assert(P % U == 0, "whole steps");
+#pragma unroll 1
+  for (int i0 = 0; i0 < P; i0 += U) {
 #pragma unroll
-  for (int i = 0; i < P; ++i) {
-    if (cols.inside(i)) {
-      float d[V], out[V];
-      load(i, d);
-      if constexpr (!kCentred) {
+    for (int b = 0; b < U; ++b) {
+      const int i = i0 + b;
+      if (cols.inside(i)) {
+        float d[V], out[V];
+        load(i, d);
+        if constexpr (!kCentred) {
 #pragma unroll
-        for (int j = 0; j < V; ++j) d[j] -= st.shift;
+          for (int j = 0; j < V; ++j) d[j] -= st.shift;
+        }
+        if constexpr (kHeld) {
+          outputs<K, P, V>(out, p, st, d, c, i);
+        } else {
+          Columns<K, 1, V> ci;
+          ci.load_epilogue(p, 0, cols(i));
+          outputs<K, 1, V>(out, p, st, d, ci, 0);
+        }
+        fn(i, out);
       }
-      if constexpr (kHeld) {
-        outputs<K, P, V>(out, p, st, d, c, i);
-      } else {
-        Columns<K, 1, V> ci;
-        ci.load_epilogue(p, 0, cols(i));
-        outputs<K, 1, V>(out, p, st, d, ci, 0);
-      }
-      fn(i, out);
     }
   }
 }
@@ -852,25 +858,24 @@ __device__ __forceinline__ void normalize_row(const Params& p, const Stats& st, 
 
 // A row held on chip, after its statistics: the dynamic quant scale (a row reduction every
 // thread takes part in, live row or not), then this thread's outputs and the row's stats.
-// kKeep (K::kKeepOutputs, register-held rows): `keep` holds the row centred on st.shift
-// (`load` reads it), and the outputs computed for the absolute maximum replace it there for
-// the stores (the normalize chain is most of a 16-bit row's instructions); else they are
-// computed again.
-template <class K, int P, int V, bool kHeld, bool kKeep, int T, int R, int C, class Load, class Cols>
+// kKeep (K::kKeepOutputs): the outputs computed for the absolute maximum are put in `keep`
+// (RegisterFloats or SharedFloats: where `load` reads the row from) for the stores, instead
+// of computed again (the normalize chain is most of a 16-bit row's instructions).
+// kCentred: `load` gives the row minus st.shift. U: the outputs' vectors at a time (see
+// for_each_output).
+template <class K, int P, int V, bool kHeld, bool kKeep, bool kCentred, int T, int R, int C, int U, class Load,
+          class Cols, class Keep>
 __device__ __forceinline__ void finish_row(const Params& p, const Stats& st, const Load& load, const Cols& cols,
                                            const Columns<K, kHeld ? P : 1, V>& c, ReduceScratch<T, R, 1>& sh_max,
-                                           float (&keep)[kKeep ? P : 1][V], float qmul, i64 row, bool live,
-                                           bool leader) {
+                                           Keep&& keep, float qmul, i64 row, bool live, bool leader) {
   if constexpr (merged_max<K>()) {
     qmul = dynamic_scale<K>(p, st.amax, row, live && leader);
   } else if constexpr (K::kQuant == Quant::DYNAMIC) {
     float m[1] = {0.f};
-    for_each_output<K, P, V, kHeld, kKeep>(p, st, load, cols, c, [&](int i, const float (&out)[V]) {
+    for_each_output<K, P, V, kHeld, kCentred, U>(p, st, load, cols, c, [&](int i, const float (&out)[V]) {
+      if constexpr (kKeep) keep.put(i, out);
 #pragma unroll
-      for (int j = 0; j < V; ++j) {
-        m[0] = fmaxf(m[0], fabsf(out[j]));
-        if constexpr (kKeep) keep[i][j] = out[j];
-      }
+      for (int j = 0; j < V; ++j) m[0] = fmaxf(m[0], fabsf(out[j]));
     });
     row_reduce<Max, T, R, C, 1>(m, sh_max);
     qmul = dynamic_scale<K>(p, m[0], row, live && leader);
@@ -881,9 +886,11 @@ __device__ __forceinline__ void finish_row(const Params& p, const Stats& st, con
 #pragma unroll
       for (int i = 0; i < P; ++i) {
         if (cols.inside(i)) {
+          float out[V];
+          keep.get(i, out);
 #pragma unroll
-          for (int j = 0; j < V; ++j) keep[i][j] *= qmul;
-          store_vec<typename K::Y, V>(static_cast<typename K::Y*>(p.y) + row * p.n + cols(i), keep[i]);
+          for (int j = 0; j < V; ++j) out[j] *= qmul;
+          store_vec<typename K::Y, V>(static_cast<typename K::Y*>(p.y) + row * p.n + cols(i), out);
         }
       }
     } else {
@@ -891,6 +898,60 @@ __device__ __forceinline__ void finish_row(const Params& p, const Stats& st, con
     }
   }
 }
+
+// A thread's P vectors of floats kept between passes over a row (the row centred, or its
+// outputs): in registers, or in its block's shared memory (staged rows).
+template <int P, int V> struct RegisterFloats {
+  float v[P][V];
+  __device__ __forceinline__ void get(int i, float (&d)[V]) const {
+#pragma unroll
+    for (int j = 0; j < V; ++j) d[j] = v[i][j];
+  }
+  __device__ __forceinline__ void put(int i, const float (&d)[V]) {
+#pragma unroll
+    for (int j = 0; j < V; ++j) v[i][j] = d[j];
+  }
+  // v[i] = vector_of(i) - shift for the vectors inside the row. (A template, not a generic
+  // lambda: the device's NVRTC takes a generic lambda in device code for a host function.)
+  template <class Cols, class Of>
+  __device__ __forceinline__ void centre(const Cols& cols, const Of& vector_of, float shift) {
+#pragma unroll
+    for (int i = 0; i < P; ++i) {
+      if (cols.inside(i)) {
+        vector_of(i, v[i]);
+#pragma unroll
+        for (int j = 0; j < V; ++j) v[i][j] -= shift;
+      }
+    }
+  }
+};
+// In shared memory, in chunks of Q floats (16 bytes at most): chunk c of vector i of thread
+// t of T at ((i * V / Q + c) * T + t) * Q, so that a warp's accesses are consecutive.
+template <int T, int V> struct SharedFloats {
+  static constexpr int Q = V < 4 ? V : 4;
+  using Chunk = Pack<float, Q>;
+  float* base;  // this thread's first chunk
+  __device__ __forceinline__ Chunk* at(int i, int c) const {
+    return reinterpret_cast<Chunk*>(base + (i * (V / Q) + c) * T * Q);
+  }
+  __device__ __forceinline__ void get(int i, float (&d)[V]) const {
+#pragma unroll
+    for (int c = 0; c < V / Q; ++c) {
+      const Chunk q = *at(i, c);
+#pragma unroll
+      for (int j = 0; j < Q; ++j) d[c * Q + j] = q.v[j];
+    }
+  }
+  __device__ __forceinline__ void put(int i, const float (&d)[V]) const {
+#pragma unroll
+    for (int c = 0; c < V / Q; ++c) {
+      Chunk q;
+#pragma unroll
+      for (int j = 0; j < Q; ++j) q.v[j] = d[c * Q + j];
+      *at(i, c) = q;
+    }
+  }
+};
 
 // A thread's share of one row: x, and with a fused add the residual, as loaded.
 template <class K, int P, int V> struct RowIn {
@@ -1020,22 +1081,11 @@ __device__ __forceinline__ void one_pass(const Params& p) {
     // kKeep: the row as floats centred on the shift, from here on (what the sums take and
     // the outputs start from: two instructions per element fewer than converting and
     // centring it again for the outputs, in the registers the kept outputs need anyway)
-    float kept[kKeep ? P : 1][V];
-    auto keep_centred = [&](const auto& vector_of, float shift) {  // kept[i] = vector_of(i) - shift
-#pragma unroll
-      for (int i = 0; i < P; ++i) {
-        if (cols.inside(i)) {
-          vector_of(i, kept[i]);
-#pragma unroll
-          for (int j = 0; j < V; ++j) kept[i][j] -= shift;
-        }
-      }
-    };
-    if constexpr (kKeep) keep_centred([&](int i, float (&d)[V]) { in.x.get(i, d); }, k);
+    RegisterFloats<kKeep ? P : 1, V> kept;
+    if constexpr (kKeep) kept.centre(cols, [&](int i, float (&d)[V]) { in.x.get(i, d); }, k);
     auto load = [&](int i, float (&d)[V]) {  // vector i of the row (kKeep: centred)
       if constexpr (kKeep) {
-#pragma unroll
-        for (int j = 0; j < V; ++j) d[j] = kept[i][j];
+        kept.get(i, d);
       } else {
         in.x.get(i, d);
       }
@@ -1053,7 +1103,7 @@ __device__ __forceinline__ void one_pass(const Params& p) {
                                                            sh_again[ph], warp_counts);
     if constexpr (kKeep) {
       if (st.far) {  // summed again around the mean (rare): the row centred on that, from memory
-        keep_centred(reload, st.shift);
+        kept.centre(cols, reload, st.shift);
         k = st.shift;
       }
       // else the row is centred on this warp's shift k, the statistics on the first warp's:
@@ -1064,8 +1114,8 @@ __device__ __forceinline__ void one_pass(const Params& p) {
       st.c += st.shift - k;
       st.shift = k;
     }
-    finish_row<K, P, V, kHold, kKeep, T, R, C>(p, st, load, cols, c, sh_max[ph], kept, qmul, row, live,
-                                              lane == 0);
+    finish_row<K, P, V, kHold, kKeep, kKeep, T, R, C, P>(p, st, load, cols, c, sh_max[ph], kept, qmul, row, live,
+                                                        lane == 0);
     if constexpr (kPrefetchRow) {
       in = next;
     } else if (more) {
@@ -1081,11 +1131,15 @@ __device__ __forceinline__ void one_pass(const Params& p) {
 // residual's: 64 bytes in flight per thread at 16-byte vectors, within the 64 registers).
 // Few registers, so several blocks share an SM and hide each other's barrier waits. Each
 // thread reads back only the vectors it wrote: the staging needs no barriers of its own.
+// kKeep (LayerNorm's dynamic quant, K::kKeepOutputs): the row is staged as floats, and the
+// outputs computed for its absolute maximum replace it there for the stores (spec.tile
+// gives such blocks the float row's shared memory).
 template <class K, bool kFull>
 __device__ __forceinline__ void one_pass_staged(const Params& p) {
   using X = typename K::X;
   constexpr int T = K::kThreadsPerRow, C = K::kCluster, V = K::kVec, P = K::kRepeat;
   constexpr bool kAdd = K::kFusedAdd != 0;
+  constexpr bool kKeep = K::kKeepOutputs;
   constexpr int kPerBatch = kAdd ? 2 : 4;  // vectors: four loads with the residual's
   constexpr int kBatch = P < kPerBatch ? P : kPerBatch;
   static_assert(K::kRowsPerBlock == 1 && P % kBatch == 0, "staged tiles serve one row per block");
@@ -1099,6 +1153,7 @@ __device__ __forceinline__ void one_pass_staged(const Params& p) {
   const float qmul = static_qmul<K>(p);
   const auto cols = row_cols<kFull>([=](int i) { return (i * C * T + lane) * V; }, n);
   auto slot = [&](int i) { return stage + (i * T + threadIdx.x) * V; };  // conflict-free
+  const SharedFloats<T, V> floats{reinterpret_cast<float*>(stage_words) + threadIdx.x * SharedFloats<T, V>::Q};
 
   int ph = 0;
   for (i64 row = C > 1 ? cluster_index() : blockIdx.x; row < p.rows;
@@ -1125,7 +1180,15 @@ __device__ __forceinline__ void one_pass_staged(const Params& p) {
       }
       fuse_row<K, kBatch, V, false>(batch, p, Columns<K, 1, V>{}, batch_cols, res_out);
 #pragma unroll
-      for (int b = 0; b < kBatch; ++b) batch.x.store(b, slot(i0 + b));
+      for (int b = 0; b < kBatch; ++b) {
+        if constexpr (kKeep) {
+          float h[V];
+          batch.x.get(b, h);
+          floats.put(i0 + b, h);
+        } else {
+          batch.x.store(b, slot(i0 + b));
+        }
+      }
       // this batch goes to shared memory before the next is loaded: left free, the
       // compiler holds every batch in registers to the end, and spills. Its sums come
       // after, free to overlap the next batch's loads.
@@ -1140,16 +1203,21 @@ __device__ __forceinline__ void one_pass_staged(const Params& p) {
       }
     }
     auto load = [&](int i, float (&d)[V]) {
-      Packed<X, 1, V> v;
-      v.load(0, slot(i));
-      v.get(0, d);
+      if constexpr (kKeep) {
+        floats.get(i, d);
+      } else {
+        Packed<X, 1, V> v;
+        v.load(0, slot(i));
+        v.get(0, d);
+      }
     };
     const float m = unscaled_absmax<K, P, V, false>(p, load, cols, Columns<K, 1, V>{});
     if constexpr (!kSumsWhileStaging) centred_sums<P, V>(0.f, load, cols, s1, s2);
     const Stats st = share_stats<K, P, V, T, 1, C>(p, k, s1, s2, m, load, cols, sh_stats[ph], sh_again[ph]);
-    float unkept[1][V];
-    finish_row<K, P, V, false, false, T, 1, C>(p, st, load, cols, Columns<K, 1, V>{}, sh_max[ph], unkept, qmul,
-                                               row, true, lane == 0);
+    // kept outputs: two vectors at a time (ptxas issued every vector's loads of the
+    // per-column vectors and of shared memory first, and spilled)
+    finish_row<K, P, V, false, kKeep, false, T, 1, C, kKeep && P % 2 == 0 ? 2 : P>(
+        p, st, load, cols, Columns<K, 1, V>{}, sh_max[ph], floats, qmul, row, true, lane == 0);
   }
   if constexpr (C > 1) cluster_sync();  // no block may exit while another reads its shared memory
 }
@@ -1245,9 +1313,9 @@ template <class K, bool kFull>
 __device__ __forceinline__ void norm_fwd(const Params& p) {
   static_assert(!K::kPackColumns || (K::kPipeline == Pipeline::ONE_PASS && !K::kStaged),
                 "only register-held one-pass rows hold columns, packed or not");
-  static_assert(!K::kKeepOutputs || (K::kPipeline == Pipeline::ONE_PASS && !K::kStaged &&
-                                     K::kQuant == Quant::DYNAMIC && !merged_max<K>()),
-                "outputs are kept only by register-held rows, between a dynamic quant's maximum and the stores");
+  static_assert(!K::kKeepOutputs || (K::kPipeline == Pipeline::ONE_PASS && K::kQuant == Quant::DYNAMIC &&
+                                     !merged_max<K>()),
+                "outputs are kept only by one-pass rows, between a dynamic quant's maximum and the stores");
   static_assert(!kFull || (K::kPipeline == Pipeline::ONE_PASS && K::kStaged), "only staged rows have whole-row kernels");
   if constexpr (K::kPipeline == Pipeline::ONE_PASS && K::kStaged) {
     Params q = p;  // in a whole-row kernel n is a compile-time constant everywhere (counts, offsets)

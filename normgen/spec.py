@@ -91,7 +91,8 @@ class KernelSpec:
     @property
     def tile(self) -> tiles.Tile:
         if self.pipeline == Pipeline.ONE_PASS:
-            return tiles.one_pass_tile(self.x, self.bucket, self.vec)
+            t = tiles.one_pass_tile(self.x, self.bucket, self.vec, self._dynamic_layernorm)
+            return tiles.staging_floats(t) if t.stage_bytes and self.keep_outputs else t
         return tiles.two_pass_tile(self.vec, self.x)
 
     @property
@@ -107,10 +108,15 @@ class KernelSpec:
     @property
     def keep_outputs(self) -> bool:
         """LayerNorm's dynamic quant keeps the outputs it computes for the row's absolute
-        maximum in registers for the stores, where the tile has room (see tiles). RMSNorm's
-        maximum comes with its statistics (merged_max in the template): nothing to keep."""
-        return (self.quant == Quant.DYNAMIC and self.norm == Norm.LAYERNORM
-                and self.pipeline == Pipeline.ONE_PASS and tiles.keeps_outputs(self.tile))
+        maximum for the stores, in registers or shared memory, where the tile has room (see
+        tiles). RMSNorm's maximum comes with its statistics (merged_max in the template):
+        nothing to keep."""
+        return (self._dynamic_layernorm and self.pipeline == Pipeline.ONE_PASS
+                and tiles.keeps_outputs(tiles.one_pass_tile(self.x, self.bucket, self.vec, True)))
+
+    @property
+    def _dynamic_layernorm(self) -> bool:
+        return self.quant == Quant.DYNAMIC and self.norm == Norm.LAYERNORM
 
     @property
     def min_blocks_per_sm(self) -> int:

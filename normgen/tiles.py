@@ -13,7 +13,7 @@ result does not depend on the batch it is in.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from .types import DType
 
@@ -55,6 +55,16 @@ ONE_PASS_TILES: dict[int, dict[int, tuple[int, int, int, bool]]] = {
 }
 BUCKETS: tuple[int, ...] = tuple(sorted(set().union(*ONE_PASS_TILES.values())))
 
+# LayerNorm + dynamic quant over whole 16-byte vectors: buckets whose rows are staged in
+# shared memory (as floats, which the outputs then replace: keeps_outputs) by one block each,
+# instead of held in registers. Registers held these rows in one or two blocks per SM (118-128
+# registers); staged, three or four blocks share an SM. Measured on an H100 (bf16, int8 and
+# fp8, tune_tiles.py): 8192 0.86 -> 0.88-0.89, 16384 0.79-0.81 -> 0.87-0.88 of copy; at
+# 4096 no gain (0.92 -> 0.91), 512 threads at 8192 / 16384 0.67 / 0.80.
+QUANT_LN_TILES: dict[int, dict[int, tuple[int, int, int, bool]]] = {
+    2: {8192: (256, 1, 1, True), 16384: (256, 1, 1, True)},
+}
+
 # Two-pass: one row per block, streamed in chunks of threads * vec * repeat elements.
 TWO_PASS_THREADS = 512
 TWO_PASS_UNROLL = 2
@@ -88,18 +98,26 @@ class Tile:
         blocks let the block scheduler balance the tail and mix the phases on each SM.
         Measured on an H100 (scripts/tune_tiles.py, bf16, M x N = 2^27): 16 waves of
         register-held rows reach 0.95-0.98 of copy where one wave reached 0.88-0.92, and
-        4 waves of cluster-staged rows 0.80-0.88 where one reached 0.58-0.85."""
-        return 4 if self.stage_bytes else 16
+        4 waves of cluster-staged rows 0.80-0.88 where one reached 0.58-0.85. Staged rows of
+        one block (QUANT_LN_TILES) want 16 too: LayerNorm + int8 at 8192 0.81 with 4, 0.85
+        with 16 (128 threads), 16384 0.85 -> 0.88 (256 threads)."""
+        return 4 if self.stage_bytes and self.cluster > 1 else 16
 
     @property
     def min_blocks_per_sm(self) -> int:
         """__launch_bounds__' residency target: staged blocks must share an SM (that is
-        their point), so they get 1024 resident threads per SM, i.e. at most 64 registers;
-        register-held rows get 512 (128 registers), which keeps two 256-thread blocks on an
-        SM: left free, ptxas gave unfused LayerNorm at 8192 134 registers, one block per SM,
-        0.97 -> 0.82 of copy on an H100."""
-        return max((1024 if self.stage_bytes else 512) // self.block_threads, 1)
+        their point), so they get 1024 resident threads per SM, i.e. at most 64 registers,
+        or as many blocks as their shared memory lets an SM hold, if fewer; register-held
+        rows get 512 (128 registers), which keeps two 256-thread blocks on an SM: left free,
+        ptxas gave unfused LayerNorm at 8192 134 registers, one block per SM, 0.97 -> 0.82 of
+        copy on an H100."""
+        if self.stage_bytes:
+            return max(min(1024 // self.block_threads, SHARED_PER_SM // (self.stage_bytes + 1024)), 1)
+        return max(512 // self.block_threads, 1)
 
+
+# Shared memory of an SM (H100: 228 KB, 1 KB of it reserved per block).
+SHARED_PER_SM = 228 * 1024
 
 # At most this many accesses per thread in a one-pass row of a 512-thread block (twice as
 # many at 256 threads, half at 1024: the register file is shared): each is a register-held
@@ -116,13 +134,30 @@ def has_one_pass(x: DType, bucket: int, vec: int) -> bool:
     return fits and (not t.stage_bytes or vec * x.itemsize >= 4)
 
 
+# Shared memory a staged block may take to keep its share of the row as floats.
+KEEP_STAGE_BYTES = 64 * 1024
+
+
 def keeps_outputs(tile: Tile) -> bool:
-    """Whether a one-pass row in registers can keep its float outputs (at most 32 per thread,
-    in blocks built for 128 registers) between a dynamic quant's absolute maximum and the
-    stores, instead of computing them twice. Measured on an H100 (bf16, 16 waves):
-    LayerNorm + int8 at 8192 (256 threads) 0.56 without, 0.59 with (before packed columns);
-    at 16384 (512 threads, with packed columns) + int8 0.63 -> 0.65, + fp8 0.66 -> 0.71-0.72."""
-    return not tile.stage_bytes and tile.repeat * tile.vec <= 32 and tile.block_threads <= 512
+    """Whether a one-pass row can keep its float outputs between a dynamic quant's absolute
+    maximum and the stores, instead of computing them twice: in registers (at most 32 per
+    thread, in blocks built for 128 registers), or, staged, in shared memory as floats (at
+    most KEEP_STAGE_BYTES per block: three blocks per SM). Measured on an H100 (bf16, 16
+    waves): LayerNorm + int8 at 8192 (256 threads) 0.56 without, 0.59 with (before packed
+    columns); at 16384 (512 threads, with packed columns) + int8 0.63 -> 0.65, + fp8 0.66 ->
+    0.71-0.72."""
+    if tile.stage_bytes:
+        return float_stage_bytes(tile) <= KEEP_STAGE_BYTES
+    return tile.repeat * tile.vec <= 32 and tile.block_threads <= 512
+
+
+def float_stage_bytes(tile: Tile) -> int:
+    return tile.threads_per_row * tile.repeat * tile.vec * 4
+
+
+def staging_floats(tile: Tile) -> Tile:
+    """A staged tile whose blocks keep their share of the row as floats."""
+    return replace(tile, stage_bytes=float_stage_bytes(tile))
 
 
 def pack_columns(tile: Tile, column_vectors: int, fused: bool, keeps: bool) -> bool:
@@ -141,8 +176,10 @@ def pack_columns(tile: Tile, column_vectors: int, fused: bool, keeps: bool) -> b
     return fused and tile.stage_bytes == 0 and (tile.block_threads <= 256 or keeps) and floats > 32
 
 
-def one_pass_tile(x: DType, bucket: int, vec: int) -> Tile:
-    threads, rows, cluster, staged = ONE_PASS_TILES[x.itemsize][bucket]
+def one_pass_tile(x: DType, bucket: int, vec: int, quant_ln: bool = False) -> Tile:
+    """The one-pass tile of a bucket; quant_ln: for LayerNorm with a dynamic quant."""
+    special = QUANT_LN_TILES.get(x.itemsize, {}) if quant_ln and vec == x.vmax else {}
+    threads, rows, cluster, staged = special.get(bucket) or ONE_PASS_TILES[x.itemsize][bucket]
     per_thread = bucket // (threads * cluster)
     stage = bucket // cluster * x.itemsize if staged else 0
     return Tile(threads, rows, vec, per_thread // vec, cluster, stage)

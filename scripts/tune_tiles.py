@@ -52,16 +52,16 @@ def quant_cands(n):
 
 
 CANDIDATES = {  # name: (bench op, dtype, N, candidates)
-    # LayerNorm + int8: per-column vectors loaded per row instead of held (fewer registers),
-    # built for more blocks per SM. H100 (2026-11-23, after the kept centred row): 2048 / 4096
-    # 0.916 / 0.912 held, 0.920 / 0.907 not; 8192 0.843 held, 0.776 not, 0.856 not and built
-    # for 3 blocks (8 bytes of spills under NVRTC 13.5); 16384 0.770 held, 0.725 not. Kept
-    # as they are. (The fp32 LayerNorm tiles at 8192 / 16384 came from the same run's
-    # first round: 0.907 -> 0.943 with 256 threads, 0.908 -> 0.945 built for two blocks.)
-    **{f"int8_{n}": ("layernorm+int8", DType.BF16, n, [(t, r, 1, False, 16, *b) for b in bs])
-       for n, t, r, bs in ((2048, 64, 2, ((), ("nohold",))), (4096, 128, 1, ((), ("nohold",))),
-                           (8192, 256, 1, ((), ("nohold",), ("nohold", "b3"))),
-                           (16384, 512, 1, ((), ("nohold",))))},
+    "q4096": ("layernorm+int8", DType.BF16, 4096,
+              [(128, 1, 1, False, 16), (128, 1, 1, True, 16), (256, 1, 1, True, 16)]),
+    "q8192": ("layernorm+int8", DType.BF16, 8192,
+              [(256, 1, 1, True, 16), (256, 1, 1, True, 8), (256, 1, 1, True, 32), (512, 1, 1, True, 16)]),
+    "q16384": ("layernorm+int8", DType.BF16, 16384,
+               [(256, 1, 1, True, 16), (256, 1, 1, True, 8), (256, 1, 1, True, 32), (512, 1, 1, True, 16)]),
+    "q32768": ("layernorm+int8", DType.BF16, 32768, [(256, 1, 2, True, 4), (256, 1, 2, True, 8), (256, 1, 2, True, 16)]),
+    "q65536": ("layernorm+int8", DType.BF16, 65536, [(512, 1, 2, True, 16), (256, 1, 4, True, 16)]),
+    "f8192": ("layernorm+fp8", DType.BF16, 8192, [(256, 1, 1, False, 16), (256, 1, 1, True, 16)]),
+    "f16384": ("layernorm+fp8", DType.BF16, 16384, [(512, 1, 1, False, 16), (256, 1, 1, True, 16)]),
 }
 PATCHES = {  # name: [(old, new), ...]
     # timing only (unsafe): LayerNorm never sums a row again around a better shift
@@ -117,8 +117,9 @@ def patched(files: dict, names) -> dict:
 def time_candidate(op, x, n, cand, ins, ceiling):
     import torch
     threads, rows, cluster, staged, grid, *patch = cand
-    saved = tiles.ONE_PASS_TILES[x.itemsize][n]
+    saved = tiles.ONE_PASS_TILES[x.itemsize][n], dict(tiles.QUANT_LN_TILES.get(x.itemsize, {}))
     tiles.ONE_PASS_TILES[x.itemsize][n] = (threads, rows, cluster, staged)
+    tiles.QUANT_LN_TILES.get(x.itemsize, {}).pop(n, None)  # the candidate serves LayerNorm + quant too
     try:
         norm, fields = SPECS[op]
         fields = dict(dict(out=x), **fields)
@@ -147,7 +148,8 @@ def time_candidate(op, x, n, cand, ins, ceiling):
               f"blocks/SM={per_sm:2d}: "
               f"{ms * 1e3:7.1f} us {bench.OPS[op][3](m, n, x.itemsize) / ms / 1e6 / ceiling:5.3f}", flush=True)
     finally:
-        tiles.ONE_PASS_TILES[x.itemsize][n] = saved
+        tiles.ONE_PASS_TILES[x.itemsize][n] = saved[0]
+        tiles.QUANT_LN_TILES.get(x.itemsize, {}).update(saved[1])
         runtime._loaded.clear()
         runtime._module.cache_clear()
 

@@ -80,14 +80,15 @@ def test_every_fusion_is_an_instance_in_both_pipelines():
 
 @pytest.mark.parametrize("x", [DType.FP32, DType.BF16])
 @pytest.mark.parametrize("vec", [1, 2, 4, 8])
-def test_one_pass_tiles_cover_their_buckets(x, vec):
+@pytest.mark.parametrize("quant_ln", [False, True])
+def test_one_pass_tiles_cover_their_buckets(x, vec, quant_ln):
     if vec > x.vmax:
         return
     for bucket in tiles.ONE_PASS_TILES[x.itemsize]:
         if not tiles.has_one_pass(x, bucket, vec):
             assert vec == 1, "only scalar access may run out of registers"
             continue
-        t = tiles.one_pass_tile(x, bucket, vec)
+        t = tiles.one_pass_tile(x, bucket, vec, quant_ln)
         assert t.threads_per_row * t.cluster * t.vec * t.repeat == bucket
         assert t.threads_per_row & (t.threads_per_row - 1) == 0, "threads per row: a power of two"
         assert t.cluster in (1, 2, 4, 8), "portable cluster sizes"
@@ -102,11 +103,12 @@ def test_buckets_cover_one_pass_range():
 
 
 @pytest.mark.parametrize("name, packed", [
-    ("layernorm_fwd_bf16_dqint8_syfp32_nb8192_1p_v8", True),  # quant: past an occupancy step
+    ("layernorm_fwd_bf16_dqint8_syfp32_nb8192_1p_v4", True),  # quant: past an occupancy step
+    ("layernorm_fwd_bf16_dqint8_syfp32_nb8192_1p_v8", False),  # staged (tiles.QUANT_LN_TILES)
     ("layernorm_fwd_bf16_add1_nb4096_1p_v8", True),
     ("layernorm_fwd_bf16_nb8192_1p_v8", False),  # unfused: only the conversions
     ("layernorm_fwd_bf16_nb16384_1p_v8", False),  # 512 threads: one block per SM anyway
-    ("layernorm_fwd_bf16_dqint8_syfp32_nb16384_1p_v8", True),  # 512 threads keeping outputs: spills else
+    ("layernorm_fwd_bf16_dqint8_syfp32_nb16384_1p_v4", True),  # 512 threads keeping outputs: spills else
     ("layernorm_fwd_bf16_wfp32_add1_nb4096_1p_v8", False),  # fp32 columns: nothing to pack
     ("rmsnorm_fwd_bf16_add1_dqfp8_syfp32_nb4096_1p_v8", False),  # gamma alone: 32 floats
     ("rmsnorm_fwd_bf16_xb_add1_dqfp8_syfp32_nb4096_1p_v8", True),  # gamma and x-bias
@@ -118,10 +120,11 @@ def test_which_instances_keep_columns_packed(name, packed):
 
 
 @pytest.mark.parametrize("name, keeps", [
-    ("layernorm_fwd_bf16_dqint8_syfp32_nb8192_1p_v8", True),
-    ("layernorm_fwd_bf16_dqfp8_syfp32_nb16384_1p_v8", True),  # 32 per thread, 512 threads
-    ("layernorm_fwd_fp32_dqfp8_syfp32_nb16384_1p_v4", True),
-    ("layernorm_fwd_bf16_dqint8_syfp32_nb32768_1p_v8", False),  # staged
+    ("layernorm_fwd_bf16_dqint8_syfp32_nb8192_1p_v8", True),  # in shared memory (staged)
+    ("layernorm_fwd_bf16_dqint8_syfp32_nb8192_1p_v4", True),  # in registers
+    ("layernorm_fwd_fp32_dqfp8_syfp32_nb16384_1p_v4", True),  # 32 per thread, 512 threads
+    ("layernorm_fwd_bf16_dqint8_syfp32_nb32768_1p_v8", True),  # staged over a cluster
+    ("layernorm_fwd_bf16_dqint8_syfp32_nb65536_1p_v8", False),  # 128 KB of floats per block
     ("layernorm_fwd_bf16_sqint8_nb8192_1p_v8", False),  # static quant: no maximum
     ("rmsnorm_fwd_bf16_dqfp8_syfp32_nb8192_1p_v8", False),  # the maximum comes with the statistics
     ("layernorm_fwd_bf16_dqint8_syfp32_2p_v8", False),
@@ -130,10 +133,26 @@ def test_which_instances_keep_their_outputs(name, keeps):
     assert parse_name(name).keep_outputs is keeps
 
 
+@pytest.mark.parametrize("name, stage_bytes, blocks", [
+    ("layernorm_fwd_bf16_dqint8_syfp32_nb8192_1p_v8", 32768, 4),  # floats, one 256-thread block per row
+    ("layernorm_fwd_fp16_add1_dqfp8_syfp32_nb16384_1p_v8", 65536, 3),  # three fit an SM's shared memory
+    ("layernorm_fwd_bf16_dqint8_syfp32_nb32768_1p_v8", 65536, 3),  # half a row each, cluster of 2
+    ("layernorm_fwd_bf16_dqint8_syfp32_nb65536_1p_v8", 65536, 2),  # bf16 (floats would take 128 KB)
+    ("layernorm_fwd_bf16_nb8192_1p_v8", 0, 2),  # no quant: registers
+    ("layernorm_fwd_bf16_dqint8_syfp32_nb8192_1p_v4", 0, 2),  # narrower vectors: registers
+    ("rmsnorm_fwd_bf16_dqfp8_syfp32_nb8192_1p_v8", 0, 2),
+])
+def test_stage_bytes_and_residency(name, stage_bytes, blocks):
+    spec = parse_name(name)
+    assert spec.tile.stage_bytes == stage_bytes
+    assert spec.min_blocks_per_sm == blocks
+
+
 @pytest.mark.parametrize("name, full", [
     ("rmsnorm_fwd_bf16_dqfp8_syfp32_nb32768_1p_v8", True),
     ("layernorm_fwd_bf16_add1_nb262144_1p_v8", True),
     ("layernorm_fwd_bf16_nb16384_1p_v8", False),  # registers: no second kernel
+    ("layernorm_fwd_bf16_dqint8_syfp32_nb16384_1p_v8", True),  # staged (tiles.QUANT_LN_TILES)
     ("layernorm_fwd_bf16_dqint8_syfp32_nb32768_1p_v8", True),
     ("layernorm_fwd_bf16_add1_dqint8_syfp32_nb32768_1p_v8", False),  # spills, with the add
     ("layernorm_fwd_bf16_smfp32_dqfp8_syfp32_nb65536_1p_v8", False),  # or a smooth scale
