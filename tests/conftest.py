@@ -23,6 +23,29 @@ def pytest_addoption(parser):
                           "\"--prec bf16 --pipeline 1p\" (default: the default set)")
     parser.addoption("--seed", type=int, default=None,
                      help="random seed for GPU test data (default: fresh each run)")
+    parser.addoption("--shard", default="",
+                     help="K/N: run every N-th collected test from the K-th (0 <= K < N), so that "
+                          "N processes share a run (scripts/device_suite.sh)")
+
+
+def shard_of(option: str) -> tuple[int, int]:
+    """(K, N) from --shard's "K/N"; ValueError naming the option otherwise."""
+    try:
+        k, n = (int(v) for v in option.split("/"))
+    except ValueError:
+        raise ValueError(f"--shard must be K/N with integers 0 <= K < N, not {option!r}") from None
+    if not 0 <= k < n:
+        raise ValueError(f"--shard must be K/N with integers 0 <= K < N, not {option!r}")
+    return k, n
+
+
+def pytest_collection_modifyitems(config, items):
+    option = config.getoption("--shard")
+    if option:
+        k, n = shard_of(option)
+        deselected = [item for i, item in enumerate(items) if i % n != k]
+        items[:] = [item for i, item in enumerate(items) if i % n == k]
+        config.hook.pytest_deselected(items=deselected)
 
 
 @functools.cache
