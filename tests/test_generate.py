@@ -1,6 +1,7 @@
 """generate.py: every flag, determinism, write-only-what-changed, --check, the registry."""
 import importlib.util
 import os
+import shlex
 from pathlib import Path
 
 import pytest
@@ -187,3 +188,14 @@ def test_tuning_patches_apply_to_the_rendered_header():
     for _, _, _, cands in tune.CANDIDATES.values():
         for _, _, _, _, _, *patches in cands:
             assert all(p in tune.PATCHES or tune.BLOCKS.match(p) for p in patches), patches
+
+
+def test_extra_selections_are_valid_and_not_empty():
+    """scripts/device_suite.sh generates and tests each line of scripts/extra_selections.txt."""
+    path = Path(__file__).resolve().parent.parent / "scripts" / "extra_selections.txt"
+    lines = [ln for ln in path.read_text().splitlines() if ln.strip() and not ln.startswith("#")]
+    assert lines
+    for flags in lines:
+        listed = names(*shlex.split(flags))
+        assert listed, flags
+        assert all(parse_name(n).name == n for n in listed)
