@@ -1,5 +1,8 @@
 """Every selected instance compiles for sm_90 through NVRTC (no GPU needed), with no
 register spills and no local-memory stack frame."""
+import re
+from pathlib import Path
+
 import pytest
 
 from normgen import codegen
@@ -43,3 +46,11 @@ def test_heavy_fusions_compile_without_spills(name, tmp_path):
     spec = parse_name(name)
     codegen.write(tmp_path, codegen.outputs([spec]))
     assert_compiles_clean(tmp_path / spec.file_name)
+
+
+def test_template_has_no_generic_lambdas():
+    """The GPU machine's NVRTC (13.0) takes a generic lambda (an `auto` parameter) in device
+    code for a host function and fails the compile, where the pip NVRTC 13.5 of this suite
+    accepts it: 262ba03 broke every register-held LayerNorm + dynamic quant instance so."""
+    text = (Path(__file__).resolve().parent.parent / "templates" / "norm_fwd.cuh.j2").read_text()
+    assert not re.findall(r"\[[^\]\n]*\]\s*\([^)]*\bauto\b", text)
