@@ -8,8 +8,8 @@ cover DRAM latency. Small buckets pack several rows into one block. Rows too lon
 registers are split over a thread-block cluster whose blocks combine their partial sums
 through distributed shared memory, so no row is read twice from DRAM.
 
-The table depends on N and the element size only, never on the number of rows, so a row's
-result does not depend on the batch it is in.
+The tables depend on N, the element size and (QUANT_LN_TILES) the operation, never on the
+number of rows, so a row's result does not depend on the batch it is in.
 """
 from __future__ import annotations
 
@@ -77,6 +77,10 @@ ONE_PASS_MAX_N: dict[DType, int] = {
 }
 
 
+# Shared memory of an SM (H100: 228 KB, 1 KB of it reserved per block).
+SHARED_PER_SM = 228 * 1024
+
+
 @dataclass(frozen=True)
 class Tile:
     threads_per_row: int  # per block
@@ -116,9 +120,6 @@ class Tile:
         return max(512 // self.block_threads, 1)
 
 
-# Shared memory of an SM (H100: 228 KB, 1 KB of it reserved per block).
-SHARED_PER_SM = 228 * 1024
-
 # At most this many accesses per thread in a one-pass row of a 512-thread block (twice as
 # many at 256 threads, half at 1024: the register file is shared): each is a register-held
 # address and value; past it (only scalar access on the longest rows) registers spill.
@@ -152,6 +153,7 @@ def keeps_outputs(tile: Tile) -> bool:
 
 
 def float_stage_bytes(tile: Tile) -> int:
+    """Shared memory of a staged block's share of the row as floats."""
     return tile.threads_per_row * tile.repeat * tile.vec * 4
 
 
