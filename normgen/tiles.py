@@ -146,7 +146,8 @@ def keeps_outputs(tile: Tile) -> bool:
     most KEEP_STAGE_BYTES per block: three blocks per SM). Measured on an H100 (bf16, 16
     waves): LayerNorm + int8 at 8192 (256 threads) 0.56 without, 0.59 with (before packed
     columns); at 16384 (512 threads, with packed columns) + int8 0.63 -> 0.65, + fp8 0.66 ->
-    0.71-0.72."""
+    0.71-0.72. Staged over a cluster of two at 32768 no faster (0.74 -> 0.73: 3 blocks per SM
+    instead of 4); the float rows are what QUANT_LN_TILES' one-block rows are built on."""
     if tile.stage_bytes:
         return float_stage_bytes(tile) <= KEEP_STAGE_BYTES
     return tile.repeat * tile.vec <= 32 and tile.block_threads <= 512
