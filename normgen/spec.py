@@ -91,8 +91,7 @@ class KernelSpec:
     @property
     def tile(self) -> tiles.Tile:
         if self.pipeline == Pipeline.ONE_PASS:
-            t = tiles.one_pass_tile(self.x, self.bucket, self.vec, self._dynamic_layernorm)
-            return tiles.staging_floats(t) if t.stage_bytes and self.keep_outputs else t
+            return tiles.one_pass_tile(self.x, self.bucket, self.vec, self._dynamic_layernorm)
         return tiles.two_pass_tile(self.vec, self.x)
 
     @property
@@ -111,8 +110,7 @@ class KernelSpec:
         maximum for the stores, in registers or shared memory, where the tile has room (see
         tiles). RMSNorm's maximum comes with its statistics (merged_max in the template):
         nothing to keep."""
-        return (self._dynamic_layernorm and self.pipeline == Pipeline.ONE_PASS
-                and tiles.keeps_outputs(tiles.one_pass_tile(self.x, self.bucket, self.vec, True)))
+        return self._dynamic_layernorm and self.pipeline == Pipeline.ONE_PASS and tiles.keeps_outputs(self.tile)
 
     @property
     def _dynamic_layernorm(self) -> bool:

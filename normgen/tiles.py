@@ -158,11 +158,6 @@ def float_stage_bytes(tile: Tile) -> int:
     return tile.threads_per_row * tile.repeat * tile.vec * 4
 
 
-def staging_floats(tile: Tile) -> Tile:
-    """A staged tile whose blocks keep their share of the row as floats."""
-    return replace(tile, stage_bytes=float_stage_bytes(tile))
-
-
 def pack_columns(tile: Tile, column_vectors: int, fused: bool, keeps: bool) -> bool:
     """Whether a one-pass block keeps its held 16-bit per-column vectors (gamma, beta,
     x-bias, smooth scale: column_vectors of them) as loaded, converting them at each use,
@@ -180,12 +175,14 @@ def pack_columns(tile: Tile, column_vectors: int, fused: bool, keeps: bool) -> b
 
 
 def one_pass_tile(x: DType, bucket: int, vec: int, quant_ln: bool = False) -> Tile:
-    """The one-pass tile of a bucket; quant_ln: for LayerNorm with a dynamic quant."""
+    """The one-pass tile of a bucket. quant_ln: for LayerNorm with a dynamic quant, whose
+    tile may differ (QUANT_LN_TILES) and whose staged rows are kept as floats where they
+    fit (keeps_outputs)."""
     special = QUANT_LN_TILES.get(x.itemsize, {}) if quant_ln and vec == x.vmax else {}
     threads, rows, cluster, staged = special.get(bucket) or ONE_PASS_TILES[x.itemsize][bucket]
     per_thread = bucket // (threads * cluster)
-    stage = bucket // cluster * x.itemsize if staged else 0
-    return Tile(threads, rows, vec, per_thread // vec, cluster, stage)
+    t = Tile(threads, rows, vec, per_thread // vec, cluster, bucket // cluster * x.itemsize if staged else 0)
+    return replace(t, stage_bytes=float_stage_bytes(t)) if staged and quant_ln and keeps_outputs(t) else t
 
 
 def two_pass_tile(vec: int, x: DType) -> Tile:
