@@ -509,45 +509,6 @@ __device__ __forceinline__ Stats row_stats(float shift, float s1, float s2, floa
   return Stats{shift, c, rstd, merged_max<K>() ? s[kS] * rstd : 0.f, far_warp || c * c > var};
 }
 
-// LayerNorm's shift for a row spread over a cluster (staged rows): the mean of h over the
-// row's first kCols columns (all of them if fewer), which every thread reads itself with
-// its first loads of the row (the same 16 bytes: a broadcast) -- so that the row's sums
-// need no reduction before them, and are taken as the row is staged. In exact arithmetic
-// any shift gives the same statistics; this one is almost always within a standard
-// deviation of the mean, and share_stats sums the rare row where it is not again. h
-// before rounding to x's precision: any shift serves. (Rows of one block: warp_shift.)
-template <class K, int V> struct Pilot {
-  using X = typename K::X;
-  static constexpr int kVecs = V * sizeof(X) >= 16 ? 1 : 16 / (V * static_cast<int>(sizeof(X)));
-  static constexpr int kCols = kVecs * V;  // 16 bytes of x
-  Packed<X, kVecs, V> x, r;
-
-  // The shift of the row at xr (residual rr) of n columns (whole vectors: V divides n).
-  __device__ __forceinline__ float shift(const Params& p, const X* xr, const X* rr, int n) {
-#pragma unroll
-    for (int i = 0; i < kVecs; ++i) {
-      if (i * V < n) {
-        x.load(i, xr + i * V);
-        if constexpr (K::kFusedAdd != 0) r.load(i, rr + i * V);
-      }
-    }
-    float s = 0.f;
-#pragma unroll
-    for (int i = 0; i < kVecs; ++i) {
-      if (i * V < n) {
-#pragma unroll
-        for (int j = 0; j < V; ++j) {
-          float h = x.get(i, j);
-          if constexpr (K::kXBias) h += to_float(static_cast<const X*>(p.x_bias)[i * V + j]);
-          if constexpr (K::kFusedAdd != 0) h += r.get(i, j);
-          s += h;
-        }
-      }
-    }
-    return n >= kCols ? s * (1.f / kCols) : s / static_cast<float>(n);
-  }
-};
-
 // ---- per-column vectors: gamma, beta, x-bias, smooth scale ---------------------------------
 // Packed like the row. Pipelines hold them in registers for all of a block's rows when
 // they fit the budget (they are the same for every row), else load them per vector.
@@ -819,12 +780,13 @@ __device__ __forceinline__ void for_each_output(const Params& p, const Stats& st
   }
 }
 
-// The largest |output| among this thread's vectors of a row (0 for none).
-template <class K, int P, int V, bool kHeld, class Load, class Cols>
+// The largest |output| among this thread's vectors of a row (0 for none); U as in
+// for_each_output (here and below).
+template <class K, int P, int V, bool kHeld, int U = P, class Load, class Cols>
 __device__ __forceinline__ float absmax(const Params& p, const Stats& st, const Load& load, const Cols& cols,
                                         const Columns<K, kHeld ? P : 1, V>& c) {
   float m = 0.f;
-  for_each_output<K, P, V, kHeld>(p, st, load, cols, c, [&](int, const float (&out)[V]) {
+  for_each_output<K, P, V, kHeld, false, U>(p, st, load, cols, c, [&](int, const float (&out)[V]) {
 #pragma unroll
     for (int j = 0; j < V; ++j) m = fmaxf(m, fabsf(out[j]));
   });
@@ -833,21 +795,21 @@ __device__ __forceinline__ float absmax(const Params& p, const Stats& st, const 
 
 // With merged_max, this thread's largest |h * (gamma + offset) * smooth| (its outputs with
 // rstd = 1, exactly: multiplying by 1 rounds nothing); else 0.
-template <class K, int P, int V, bool kHeld, class Load, class Cols>
+template <class K, int P, int V, bool kHeld, int U = P, class Load, class Cols>
 __device__ __forceinline__ float unscaled_absmax(const Params& p, const Load& load, const Cols& cols,
                                                  const Columns<K, kHeld ? P : 1, V>& c) {
   if constexpr (merged_max<K>()) {
-    return absmax<K, P, V, kHeld>(p, Stats{0.f, 0.f, 1.f, 0.f, false}, load, cols, c);
+    return absmax<K, P, V, kHeld, U>(p, Stats{0.f, 0.f, 1.f, 0.f, false}, load, cols, c);
   }
   return 0.f;
 }
 
 // Normalize, quantize (times qmul) and store this thread's vectors of a row at y_off.
-template <class K, int P, int V, bool kHeld, class Load, class Cols>
+template <class K, int P, int V, bool kHeld, int U = P, class Load, class Cols>
 __device__ __forceinline__ void normalize_row(const Params& p, const Stats& st, const Load& load,
                                               const Cols& cols, const Columns<K, kHeld ? P : 1, V>& c,
                                               float qmul, i64 y_off) {
-  for_each_output<K, P, V, kHeld>(p, st, load, cols, c, [&](int i, float (&out)[V]) {
+  for_each_output<K, P, V, kHeld, false, U>(p, st, load, cols, c, [&](int i, float (&out)[V]) {
     if constexpr (K::kQuant != Quant::NONE) {
 #pragma unroll
       for (int j = 0; j < V; ++j) out[j] *= qmul;
@@ -861,8 +823,8 @@ __device__ __forceinline__ void normalize_row(const Params& p, const Stats& st, 
 // kKeep (K::kKeepOutputs): the outputs computed for the absolute maximum are put in `keep`
 // (RegisterFloats or SharedFloats: where `load` reads the row from) for the stores, instead
 // of computed again (the normalize chain is most of a 16-bit row's instructions).
-// kCentred: `load` gives the row minus st.shift. U: the outputs' vectors at a time (see
-// for_each_output).
+// kCentred: `load` gives the row minus st.shift. U: the outputs' vectors at a time in both
+// passes (see for_each_output).
 template <class K, int P, int V, bool kHeld, bool kKeep, bool kCentred, int T, int R, int C, int U, class Load,
           class Cols, class Keep>
 __device__ __forceinline__ void finish_row(const Params& p, const Stats& st, const Load& load, const Cols& cols,
@@ -894,7 +856,7 @@ __device__ __forceinline__ void finish_row(const Params& p, const Stats& st, con
         }
       }
     } else {
-      normalize_row<K, P, V, kHeld>(p, st, load, cols, c, qmul, row * p.n);
+      normalize_row<K, P, V, kHeld, U>(p, st, load, cols, c, qmul, row * p.n);
     }
   }
 }
@@ -994,6 +956,37 @@ __device__ __forceinline__ void fuse_row(RowIn<K, P, V>& in, const Params& p, co
   }
 }
 
+// LayerNorm's shift for a row spread over a cluster (staged rows): the mean of h over the
+// row's first kCols columns (all of them if fewer), which every thread reads itself with
+// its first loads of the row (the same 16 bytes: a broadcast) -- so that the row's sums
+// need no reduction before them, and are taken as the row is staged. In exact arithmetic
+// any shift gives the same statistics; this one is almost always within a standard
+// deviation of the mean, and share_stats sums the rare row where it is not again. (Rows of
+// one block: warp_shift.)
+template <class K, int V> struct Pilot {
+  static constexpr int kVecs = V * sizeof(typename K::X) >= 16 ? 1 : 16 / (V * static_cast<int>(sizeof(typename K::X)));
+  static constexpr int kCols = kVecs * V;  // 16 bytes of x
+
+  // The shift of the row at xr (residual rr) of n columns (whole vectors: V divides n).
+  __device__ __forceinline__ static float shift(const Params& p, const typename K::X* xr,
+                                                const typename K::X* rr, int n) {
+    RowIn<K, kVecs, V> in;
+    const auto cols = row_cols<false>([](int i) { return i * V; }, n);
+#pragma unroll
+    for (int i = 0; i < kVecs; ++i) load_in<K, kVecs, V>(in, i, xr, rr, cols(i), cols.inside(i));
+    fuse_row<K, kVecs, V, false>(in, p, Columns<K, 1, V>{}, cols, nullptr);
+    float s = 0.f;
+#pragma unroll
+    for (int i = 0; i < kVecs; ++i) {
+      float h[V];
+      in.x.get(i, h);  // padding: zeros
+#pragma unroll
+      for (int j = 0; j < V; ++j) s += h[j];
+    }
+    return n >= kCols ? s * (1.f / kCols) : s / static_cast<float>(n);
+  }
+};
+
 // ---- one-pass: the whole row in registers ----------------------------------------------
 // A block serves R rows at a time with T threads per row, or, with a cluster of C blocks,
 // one row with C*T threads. Row thread t holds the P vectors at columns (i*C*T + t)*V, in
@@ -1075,8 +1068,7 @@ __device__ __forceinline__ void one_pass(const Params& p) {
     if constexpr (kLN && C == 1) {
       k = warp_shift<T>(in.x);
     } else if constexpr (kLN) {
-      Pilot<K, V> pilot;
-      if (live) k = pilot.shift(p, row_x(row), row_r(row), n);  // a row past the end: zeros, shift 0
+      if (live) k = Pilot<K, V>::shift(p, row_x(row), row_r(row), n);  // a row past the end: zeros, shift 0
     }
     // kKeep: the row as floats centred on the shift, from here on (what the sums take and
     // the outputs start from: two instructions per element fewer than converting and
@@ -1175,8 +1167,7 @@ __device__ __forceinline__ void one_pass_staged(const Params& p) {
       for (int b = 0; b < kBatch; ++b)
         load_in<K, kBatch, V>(batch, b, xr, rr, batch_cols(b), batch_cols.inside(b));
       if constexpr (K::kNorm == Norm::LAYERNORM) {
-        Pilot<K, V> pilot;  // read with the first batch
-        if (i0 == 0) k = pilot.shift(p, xr, rr, n);
+        if (i0 == 0) k = Pilot<K, V>::shift(p, xr, rr, n);  // read with the first batch
       }
       fuse_row<K, kBatch, V, false>(batch, p, Columns<K, 1, V>{}, batch_cols, res_out);
 #pragma unroll
@@ -1211,12 +1202,17 @@ __device__ __forceinline__ void one_pass_staged(const Params& p) {
         v.get(0, d);
       }
     };
-    const float m = unscaled_absmax<K, P, V, false>(p, load, cols, Columns<K, 1, V>{});
-    if constexpr (!kSumsWhileStaging) centred_sums<P, V>(0.f, load, cols, s1, s2);
+    // The output passes run U vectors at a time: two for kept outputs (ptxas issued every
+    // vector's loads of the per-column vectors and of shared memory first, and spilled),
+    // four over narrow vectors (more than 8 a thread; fp32 RMSNorm with an add and a dynamic
+    // quant spilled 8 bytes unrolled), else all of them.
+    constexpr int U = kKeep && P % 2 == 0 ? 2 : P > 8 ? 4 : P;
+    const float m = unscaled_absmax<K, P, V, false, U>(p, load, cols, Columns<K, 1, V>{});
+    // rolled over narrow vectors (more than 8 a thread): unrolled, RMSNorm with a fused add
+    // spilled 4-68 bytes there (ptxas; fp32 and 16-bit, 32768-262144)
+    if constexpr (!kSumsWhileStaging) centred_sums<P, V, (P > 8)>(0.f, load, cols, s1, s2);
     const Stats st = share_stats<K, P, V, T, 1, C>(p, k, s1, s2, m, load, cols, sh_stats[ph], sh_again[ph]);
-    // kept outputs: two vectors at a time (ptxas issued every vector's loads of the
-    // per-column vectors and of shared memory first, and spilled)
-    finish_row<K, P, V, false, kKeep, false, T, 1, C, kKeep && P % 2 == 0 ? 2 : P>(
+    finish_row<K, P, V, false, kKeep, false, T, 1, C, U>(
         p, st, load, cols, Columns<K, 1, V>{}, sh_max[ph], floats, qmul, row, true, lane == 0);
   }
   if constexpr (C > 1) cluster_sync();  // no block may exit while another reads its shared memory

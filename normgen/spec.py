@@ -60,15 +60,16 @@ class KernelSpec:
         Measured on an H100 (bf16): RMSNorm + fp8 at 32768 / 65536 0.79 / 0.74 -> 0.90-0.92 /
         0.87-0.89 of copy, LayerNorm + int8 or fp8 0.65 / 0.60 -> 0.71-0.72 / 0.65, LayerNorm
         and RMSNorm at 131072 and 262144 +0.01-0.02. Not for register-held rows (within noise
-        there, and fp16 LayerNorm spills), nor for instances with an x-bias, nor for
-        LayerNorm's dynamic quant together with a fused add or smooth scale or over vectors
-        under 16 bytes: those spill 8-28 bytes under the staged 64-register budget (ptxas,
-        fp16 with an add, fp16 or bf16 with a smooth scale and an add)."""
+        there, and fp16 LayerNorm spills), nor for instances with an x-bias, nor for a
+        dynamic quant with two or more of: a fused add, a smooth scale, vectors under 16
+        bytes, and either LayerNorm's beta or fp32 rows (half the elements per address).
+        Those spill under the staged 64-register budget (ptxas: LayerNorm with an add or
+        smooth scale 8-28 bytes, RMSNorm with both 220-332, fp32 RMSNorm with either 4)."""
         staged = self.pipeline == Pipeline.ONE_PASS and self.tile.stage_bytes > 0
-        quant_ln = self.quant == Quant.DYNAMIC and self.norm == Norm.LAYERNORM
-        busy_quant_ln = quant_ln and (self.fused_add != FusedAdd.NONE or self.smooth is not None
-                                      or self.vec * self.x.itemsize < 16)
-        return staged and not busy_quant_ln and not self.x_bias
+        loads = ((self.fused_add != FusedAdd.NONE) + (self.smooth is not None) + (self.vec * self.x.itemsize < 16)
+                 + (self.norm == Norm.LAYERNORM or self.x.itemsize == 4))
+        busy_quant = self.quant == Quant.DYNAMIC and loads >= 2
+        return staged and not busy_quant and not self.x_bias
 
     @property
     def full_symbol(self) -> Optional[str]:

@@ -158,6 +158,10 @@ def test_stage_bytes_and_residency(name, stage_bytes, blocks):
     ("layernorm_fwd_bf16_smfp32_dqfp8_syfp32_nb65536_1p_v8", False),  # or a smooth scale
     ("layernorm_fwd_bf16_dqfp8_syfp32_nb65536_1p_v4", False),  # or narrower vectors
     ("rmsnorm_fwd_bf16_xb_nb65536_1p_v8", False),
+    ("rmsnorm_fwd_bf16_add1_dqfp8_syfp32_nb32768_1p_v8", True),  # gamma and the residual
+    ("rmsnorm_fwd_bf16_add1_smfp32_dqint8_syfp32_nb65536_1p_v8", False),  # and a smooth scale
+    ("rmsnorm_fwd_fp32_add1_dqint8_syfp32_nb131072_1p_v4", False),  # fp32 rows with an add
+    ("layernorm_fwd_fp32_dqint8_syfp32_nb65536_1p_v4", True),
     ("layernorm_fwd_bf16_2p_v8", False),
 ])
 def test_which_instances_have_a_whole_row_kernel(name, full):
