@@ -16,24 +16,24 @@ struct Traits {
   static constexpr normgen::Quant kQuant = normgen::Quant::NONE;
   static constexpr bool kSmooth = false;
   static constexpr bool kSaveStats = false;
-  static constexpr int kThreadsPerRow = 256;
+  static constexpr int kThreadsPerRow = 1024;
   static constexpr int kRowsPerBlock = 1;
   static constexpr int kVec = 4;
   static constexpr int kRepeat = 8;
-  static constexpr int kCluster = 8;
+  static constexpr int kCluster = 2;
   static constexpr bool kStaged = true;
   static constexpr bool kPackColumns = false;
   static constexpr bool kKeepOutputs = false;
 };
 }  // namespace
 
-extern "C" __global__ void __launch_bounds__(256, 4)
-__cluster_dims__(8, 1, 1)
+extern "C" __global__ void __launch_bounds__(1024, 1)
+__cluster_dims__(2, 1, 1)
 layernorm_fwd_fp32_nb65536_1p_v4(const normgen::Params p) {
   normgen::norm_fwd<Traits, false>(p);
 }
-extern "C" __global__ void __launch_bounds__(256, 4)
-__cluster_dims__(8, 1, 1)
+extern "C" __global__ void __launch_bounds__(1024, 1)
+__cluster_dims__(2, 1, 1)
 layernorm_fwd_fp32_nb65536_1p_v4_full(const normgen::Params p) {
   normgen::norm_fwd<Traits, true>(p);
 }

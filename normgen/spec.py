@@ -171,10 +171,9 @@ def invalid_reason(spec: KernelSpec) -> Optional[str]:
             return (f"a one-pass row of {s.bucket} in {s.vec}-element accesses needs more "
                     "accesses per thread than its register share holds, or sub-word "
                     "shared-memory staging; the two-pass instance serves it")
-        t = s.tile
-        if t.block_threads == 1024 and not t.stage_bytes and (s.x_bias or s.quant == Quant.DYNAMIC):
-            return ("a 1024-thread row in registers (64 per thread) cannot also hold an x-bias "
-                    "or a dynamic quant's working set without spilling; the next bucket serves it")
+        if s.tile.block_threads == 1024 and s.x_bias and s.fused_add != FusedAdd.NONE:
+            return ("a 1024-thread block (64 registers a thread) cannot also load an x-bias and a "
+                    "residual without spilling; the next bucket or the two-pass instance serves it")
     if s.pipeline == Pipeline.TWO_PASS and s.bucket is not None:
         return "a two-pass instance serves every N and has no bucket"
     return None

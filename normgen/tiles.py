@@ -20,8 +20,19 @@ from .types import DType
 # element bytes -> bucket (largest N served) -> (threads per row per block, rows per block,
 # blocks per row (cluster size), staged). Threads per row are a power of two (32-lane
 # warps). Staged tiles keep each block's share of the row in shared memory instead of
-# registers (32-64 KB): blocks then need few registers, several fit on an SM, and one
-# block's barrier waits overlap another's memory traffic.
+# registers (32-128 KB): blocks then need few registers, several fit on an SM, and one
+# block's barrier waits overlap another's memory traffic. Staged rows take as few blocks
+# per row as fit: a block barrier costs less than a cluster's. Measured on an H100
+# (scripts/tune_tiles.py, M x N = 2^27, ratio to copy): 16-bit 32768 in one 512-thread block
+# against a cluster of two 256-thread blocks, LayerNorm 0.933 -> 0.950-0.956, RMSNorm 0.952
+# -> 0.980, add + LayerNorm 0.946 -> 0.965, add + RMSNorm 0.958 -> 0.984, RMSNorm + fp8
+# 0.925 -> 0.958, LayerNorm + int8 0.728 -> 0.795-0.809; fp32 LayerNorm 32768 over two
+# 512-thread blocks 0.948-0.953 against one 1024-thread block in registers 0.916-0.923, 65536
+# over two 1024-thread blocks 0.921-0.935 against eight of 256 0.911-0.918, 262144 over eight
+# 1024-thread blocks (128 KB each) 0.782-0.786 against two-pass 0.55. Each thread stages 8
+# vectors: at 16 (half the threads) every op fell to 0.61-0.78, one more batch of loads (one
+# more DRAM round trip) per row. 1024-thread blocks have 64 registers a thread: with an
+# x-bias and a fused add they spill (spec.invalid_reason sends those to the next instance).
 ONE_PASS_TILES: dict[int, dict[int, tuple[int, int, int, bool]]] = {
     2: {
         64: (8, 16, 1, False),
@@ -33,7 +44,7 @@ ONE_PASS_TILES: dict[int, dict[int, tuple[int, int, int, bool]]] = {
         4096: (128, 1, 1, False),
         8192: (256, 1, 1, False),
         16384: (512, 1, 1, False),
-        32768: (256, 1, 2, True),
+        32768: (512, 1, 1, True),
         65536: (512, 1, 2, True),
         131072: (256, 1, 8, True),
         262144: (512, 1, 8, True),
@@ -48,9 +59,10 @@ ONE_PASS_TILES: dict[int, dict[int, tuple[int, int, int, bool]]] = {
         4096: (256, 1, 1, False),
         8192: (256, 1, 1, False),
         16384: (512, 1, 1, False),
-        32768: (1024, 1, 1, False),
-        65536: (256, 1, 8, True),
+        32768: (512, 1, 2, True),
+        65536: (1024, 1, 2, True),
         131072: (512, 1, 8, True),
+        262144: (1024, 1, 8, True),
     },
 }
 BUCKETS: tuple[int, ...] = tuple(sorted(set().union(*ONE_PASS_TILES.values())))
@@ -60,7 +72,9 @@ BUCKETS: tuple[int, ...] = tuple(sorted(set().union(*ONE_PASS_TILES.values())))
 # instead of held in registers. Registers held these rows in one or two blocks per SM (118-128
 # registers); staged, three or four blocks share an SM. Measured on an H100 (bf16, int8 and
 # fp8, tune_tiles.py): 8192 0.86 -> 0.88-0.89, 16384 0.79-0.81 -> 0.87-0.88 of copy; at
-# 4096 no gain (0.92 -> 0.91), 512 threads at 8192 / 16384 0.67 / 0.80.
+# 4096 no gain (0.92 -> 0.91), 512 threads at 8192 / 16384 0.67 / 0.80. At 65536 one
+# 1024-thread block instead of a cluster of two of 512 ran int8 0.663 -> 0.699-0.718, fp8
+# 0.668 -> 0.690, but spilled with fp32 weights (64 registers a thread): not taken.
 QUANT_LN_TILES: dict[int, dict[int, tuple[int, int, int, bool]]] = {
     2: {8192: (256, 1, 1, True), 16384: (256, 1, 1, True)},
 }
@@ -70,11 +84,7 @@ TWO_PASS_THREADS = 512
 TWO_PASS_UNROLL = 2
 
 # Largest N served by the one-pass pipeline, per input precision (above it: two-pass).
-ONE_PASS_MAX_N: dict[DType, int] = {
-    DType.FP32: 131072,
-    DType.FP16: 262144,
-    DType.BF16: 262144,
-}
+ONE_PASS_MAX_N: dict[DType, int] = {x: max(ONE_PASS_TILES[x.itemsize]) for x in (DType.FP32, DType.FP16, DType.BF16)}
 
 
 # Shared memory of an SM (H100: 228 KB, 1 KB of it reserved per block).

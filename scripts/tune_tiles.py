@@ -52,31 +52,36 @@ def quant_cands(n):
 
 
 CANDIDATES = {  # name: (bench op, dtype, N, candidates)
-    # LayerNorm + int8 / fp8, staged rows kept as floats in shared memory (spec.keep_outputs)
-    # against register rows. H100, 2026-11-23, two runs (copy 2960 GB/s): 4096 registers 0.919,
-    # staged 128 threads 0.912, 256 threads 0.733; 8192 registers 0.863, staged 128 threads
-    # 0.808 (4 waves) / 0.850 (16), 256 threads 0.873-0.876 (4) / 0.876-0.891 (16) / 0.867 (8) /
-    # 0.874 (32), 512 threads 0.671; 16384 registers (512 threads) 0.813, staged 256 threads
-    # 0.854 (4) / 0.868-0.882 (16) / 0.860 (8, 32), 512 threads 0.804-0.810; fp8 8192 0.864 ->
-    # 0.876, 16384 0.793 -> 0.868. Committed: tiles.QUANT_LN_TILES, 16 waves. 32768 cluster of
-    # 2: 0.724 (4 waves) / 0.739 (8) / 0.720 (16), cluster of 4 (128 threads) 0.674; 65536
-    # cluster of 2 not kept 0.671 (4) / 0.637 (16), cluster of 4 kept 0.656: kept as they are.
-    "q4096": ("layernorm+int8", DType.BF16, 4096,
-              [(128, 1, 1, False, 16), (128, 1, 1, True, 16), (256, 1, 1, True, 16)]),
-    "q8192": ("layernorm+int8", DType.BF16, 8192,
-              [(256, 1, 1, False, 16), (128, 1, 1, True, 4), (128, 1, 1, True, 16), (256, 1, 1, True, 4),
-               (256, 1, 1, True, 16), (256, 1, 1, True, 8), (256, 1, 1, True, 32), (512, 1, 1, True, 16)]),
-    "q16384": ("layernorm+int8", DType.BF16, 16384,
-               [(512, 1, 1, False, 16), (256, 1, 1, True, 4), (256, 1, 1, True, 16), (256, 1, 1, True, 8),
-                (256, 1, 1, True, 32), (512, 1, 1, True, 4), (512, 1, 1, True, 16)]),
-    "q32768": ("layernorm+int8", DType.BF16, 32768,
-               [(256, 1, 2, True, 4), (256, 1, 2, True, 8), (256, 1, 2, True, 16), (128, 1, 4, True, 4)]),
-    "q65536": ("layernorm+int8", DType.BF16, 65536,
-               [(512, 1, 2, True, 4), (512, 1, 2, True, 16), (256, 1, 4, True, 4), (256, 1, 4, True, 16)]),
-    "f8192": ("layernorm+fp8", DType.BF16, 8192, [(256, 1, 1, False, 16), (256, 1, 1, True, 16)]),
-    "f16384": ("layernorm+fp8", DType.BF16, 16384, [(512, 1, 1, False, 16), (256, 1, 1, True, 16)]),
+    # Staged rows in fewer blocks per row. H100, 2026-11-23 (two runs, copy 2963-2985 GB/s;
+    # the committed tile first, then alternatives): 16-bit 32768 cluster of two 256-thread
+    # blocks against one 512-thread block (16 waves): LayerNorm 0.933 / 0.950-0.956, RMSNorm
+    # 0.952 / 0.980, add + LayerNorm 0.942-0.946 / 0.965, add + RMSNorm 0.958 / 0.984,
+    # RMSNorm + fp8 0.925 / 0.958, LayerNorm + int8 0.728 / 0.795-0.809 (8 waves 0.809, 32
+    # 0.793), + fp8 0.738 / 0.795; one 256-thread block (16 vectors per thread) 0.751 (LayerNorm),
+    # 0.762-0.770 (+ int8), one 1024-thread block + int8 0.657. 65536 LayerNorm + int8 cluster
+    # of two 512 0.663, two 256 0.686-0.693, one 1024 0.699-0.718, one 512 0.629; + fp8 0.668 /
+    # one 1024 0.690; LayerNorm two 512 0.910-0.926, two 256 0.742, one 1024 0.903; RMSNorm
+    # two 256 0.778 against 0.933-0.946; add + LayerNorm two 256 0.851 / 0.946. 131072
+    # LayerNorm eight 256 0.875-0.889, four 256 0.717, four 512 0.862, two 1024 0.869; RMSNorm
+    # eight 256 0.888, four 512 0.892. 262144 LayerNorm eight 512 0.828-0.837, eight 256 0.672,
+    # four 1024 0.802, four 512 0.615; RMSNorm eight 512 0.868-0.872, eight 256 0.727. fp32
+    # 32768 one 1024 in registers 0.916-0.923, two 512 staged 0.948-0.953, two 256 0.779,
+    # four 256 0.920; fp32 65536 eight 256 0.911-0.918, four 256 0.737, four 512 0.906, two
+    # 1024 0.921-0.935; fp32 131072 eight 512 0.868, four 1024 0.844. Patch batch8 (8 vectors
+    # a batch): within 0.006 everywhere. A third run, one 1024-thread block against the
+    # committed tile at 65536: RMSNorm 0.946 / 0.937, + fp8 0.894 / 0.876, add + LayerNorm
+    # 0.948 / 0.917, add + RMSNorm 0.964 / 0.940; 131072 two 1024-thread blocks: RMSNorm
+    # 0.896 / 0.899, LayerNorm + int8 0.623 / 0.614. Committed (tiles.py): one 512-thread
+    # block at 16-bit 32768, two at fp32 32768; no 1024-thread tiles (64 registers: the fused
+    # variants spill).
+    # fp32 262144 (two-pass today: three passes over DRAM) staged over a cluster of 8, 128 KB a block
+    "lf262144": ("layernorm", DType.FP32, 262144, [(1024, 1, 8, True, 4), (512, 1, 8, True, 4), (1024, 1, 8, True, 8)]),
+    "ln262144": ("layernorm", DType.BF16, 262144, [(512, 1, 8, True, 4), (1024, 1, 8, True, 4)]),
+    "ln131072": ("layernorm", DType.BF16, 131072, [(256, 1, 8, True, 4), (1024, 1, 4, True, 4)]),
 }
 PATCHES = {  # name: [(old, new), ...]
+    # staged rows loaded in batches of 8 vectors (4 with a residual) instead of 4 (2)
+    "batch8": [("constexpr int kPerBatch = kAdd ? 2 : 4;", "constexpr int kPerBatch = kAdd ? 4 : 8;")],
     # timing only (unsafe): LayerNorm never sums a row again around a better shift
     "noredo": [("bool again = st.far;", "bool again = false;")],
     # timing only (unsafe): cluster barriers without the release fence (MEMBAR.ALL.GPU)
@@ -130,8 +135,10 @@ def patched(files: dict, names) -> dict:
 def time_candidate(op, x, n, cand, ins, ceiling):
     import torch
     threads, rows, cluster, staged, grid, *patch = cand
-    saved = tiles.ONE_PASS_TILES[x.itemsize][n], dict(tiles.QUANT_LN_TILES.get(x.itemsize, {}))
+    saved = (tiles.ONE_PASS_TILES[x.itemsize].get(n), dict(tiles.QUANT_LN_TILES.get(x.itemsize, {})),
+             tiles.ONE_PASS_MAX_N[x])
     tiles.ONE_PASS_TILES[x.itemsize][n] = (threads, rows, cluster, staged)
+    tiles.ONE_PASS_MAX_N[x] = max(saved[2], n)  # a candidate may take a row past the one-pass range
     tiles.QUANT_LN_TILES.get(x.itemsize, {}).pop(n, None)  # the candidate serves LayerNorm + quant too
     try:
         norm, fields = SPECS[op]
@@ -161,8 +168,12 @@ def time_candidate(op, x, n, cand, ins, ceiling):
               f"blocks/SM={per_sm:2d}: "
               f"{ms * 1e3:7.1f} us {bench.OPS[op][3](m, n, x.itemsize) / ms / 1e6 / ceiling:5.3f}", flush=True)
     finally:
-        tiles.ONE_PASS_TILES[x.itemsize][n] = saved[0]
+        if saved[0]:
+            tiles.ONE_PASS_TILES[x.itemsize][n] = saved[0]
+        else:
+            del tiles.ONE_PASS_TILES[x.itemsize][n]
         tiles.QUANT_LN_TILES.get(x.itemsize, {}).update(saved[1])
+        tiles.ONE_PASS_MAX_N[x] = saved[2]
         runtime._loaded.clear()
         runtime._module.cache_clear()
 

@@ -123,8 +123,9 @@ def test_which_instances_keep_columns_packed(name, packed):
     ("layernorm_fwd_bf16_dqint8_syfp32_nb8192_1p_v8", True),  # in shared memory (staged)
     ("layernorm_fwd_bf16_dqint8_syfp32_nb8192_1p_v4", True),  # in registers
     ("layernorm_fwd_fp32_dqfp8_syfp32_nb16384_1p_v4", True),  # 32 per thread, 512 threads
-    ("layernorm_fwd_bf16_dqint8_syfp32_nb32768_1p_v8", True),  # staged over a cluster
-    ("layernorm_fwd_bf16_dqint8_syfp32_nb65536_1p_v8", False),  # 128 KB of floats per block
+    ("layernorm_fwd_bf16_dqint8_syfp32_nb131072_1p_v8", True),  # staged over a cluster
+    ("layernorm_fwd_bf16_dqint8_syfp32_nb32768_1p_v8", False),  # 128 KB of floats per block
+    ("layernorm_fwd_bf16_dqint8_syfp32_nb65536_1p_v8", False),  # 128 KB
     ("layernorm_fwd_bf16_sqint8_nb8192_1p_v8", False),  # static quant: no maximum
     ("rmsnorm_fwd_bf16_dqfp8_syfp32_nb8192_1p_v8", False),  # the maximum comes with the statistics
     ("layernorm_fwd_bf16_dqint8_syfp32_2p_v8", False),
@@ -136,8 +137,10 @@ def test_which_instances_keep_their_outputs(name, keeps):
 @pytest.mark.parametrize("name, stage_bytes, blocks", [
     ("layernorm_fwd_bf16_dqint8_syfp32_nb8192_1p_v8", 32768, 4),  # floats, one 256-thread block per row
     ("layernorm_fwd_fp16_add1_dqfp8_syfp32_nb16384_1p_v8", 65536, 3),  # three fit an SM's shared memory
-    ("layernorm_fwd_bf16_dqint8_syfp32_nb32768_1p_v8", 65536, 3),  # half a row each, cluster of 2
-    ("layernorm_fwd_bf16_dqint8_syfp32_nb65536_1p_v8", 65536, 2),  # bf16 (floats would take 128 KB)
+    ("layernorm_fwd_bf16_dqint8_syfp32_nb131072_1p_v8", 65536, 3),  # an eighth of a row each, as floats
+    ("layernorm_fwd_bf16_dqint8_syfp32_nb32768_1p_v8", 65536, 2),  # one 512-thread block, bf16
+    ("layernorm_fwd_bf16_dqint8_syfp32_nb65536_1p_v8", 65536, 2),  # bf16, half a row each
+    ("layernorm_fwd_fp32_nb32768_1p_v4", 65536, 2),  # half a row each, cluster of two
     ("layernorm_fwd_bf16_nb8192_1p_v8", 0, 2),  # no quant: registers
     ("layernorm_fwd_bf16_dqint8_syfp32_nb8192_1p_v4", 0, 2),  # narrower vectors: registers
     ("rmsnorm_fwd_bf16_dqfp8_syfp32_nb8192_1p_v8", 0, 2),
@@ -171,11 +174,18 @@ def test_which_instances_have_a_whole_row_kernel(name, full):
     assert [s for s, _ in spec.kernels] == [spec.symbol] + ([spec.full_symbol] if full else [])
 
 
-def test_fused_rows_too_big_for_1024_thread_registers_take_the_next_bucket():
-    heavy = parse_name("rmsnorm_fwd_fp32_nb32768_1p_v4")
-    for fused in (dict(x_bias=True), dict(quant=Quant.DYNAMIC, out=DType.FP8, scale=DType.FP32)):
-        spec = replace(heavy, **fused)
-        assert "1024-thread" in invalid_reason(spec)
-        assert next(dispatch.candidates(spec, 20000, spec.vec)).bucket == 65536  # staged, one pass
-    assert invalid_reason(replace(heavy, fused_add=FusedAdd.STORE)) is None
+def test_rows_no_one_pass_bucket_holds_take_the_two_pass_pipeline():
+    scalar = parse_name("layernorm_fwd_bf16_nb16384_1p_v1")  # registers
+    assert "sub-word" in invalid_reason(replace(scalar, bucket=32768))  # staged: 32-bit words
+    assert next(dispatch.candidates(scalar, 16000, 1)) == scalar
+    assert next(dispatch.candidates(scalar, 20000, 1)).pipeline == Pipeline.TWO_PASS
 
+
+def test_1024_thread_blocks_leave_an_x_bias_with_an_add_to_the_next_instance():
+    spec = replace(parse_name("layernorm_fwd_fp32_nb65536_1p_v4"), x_bias=True, fused_add=FusedAdd.NO_STORE)
+    wider = replace(spec, bucket=262144)
+    for s in (spec, wider):
+        assert s.tile.block_threads == 1024 and "x-bias and a residual" in invalid_reason(s)
+    assert next(dispatch.candidates(spec, 40000, 4)).bucket == 131072
+    assert next(dispatch.candidates(spec, 200000, 4)).pipeline == Pipeline.TWO_PASS
+    assert invalid_reason(replace(spec, fused_add=FusedAdd.NONE)) is None

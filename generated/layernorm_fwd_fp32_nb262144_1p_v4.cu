@@ -1,4 +1,4 @@
-// layernorm_fwd_fp32_nb65536_1p_v1
+// layernorm_fwd_fp32_nb262144_1p_v4
 // Generated from templates/instance.cu.j2 by generate.py; do not edit.
 #include "normgen_fwd.cuh"
 
@@ -16,10 +16,10 @@ struct Traits {
   static constexpr normgen::Quant kQuant = normgen::Quant::NONE;
   static constexpr bool kSmooth = false;
   static constexpr bool kSaveStats = false;
-  static constexpr int kThreadsPerRow = 256;
+  static constexpr int kThreadsPerRow = 1024;
   static constexpr int kRowsPerBlock = 1;
-  static constexpr int kVec = 1;
-  static constexpr int kRepeat = 32;
+  static constexpr int kVec = 4;
+  static constexpr int kRepeat = 8;
   static constexpr int kCluster = 8;
   static constexpr bool kStaged = true;
   static constexpr bool kPackColumns = false;
@@ -27,13 +27,13 @@ struct Traits {
 };
 }  // namespace
 
-extern "C" __global__ void __launch_bounds__(256, 4)
+extern "C" __global__ void __launch_bounds__(1024, 1)
 __cluster_dims__(8, 1, 1)
-layernorm_fwd_fp32_nb65536_1p_v1(const normgen::Params p) {
+layernorm_fwd_fp32_nb262144_1p_v4(const normgen::Params p) {
   normgen::norm_fwd<Traits, false>(p);
 }
-extern "C" __global__ void __launch_bounds__(256, 4)
+extern "C" __global__ void __launch_bounds__(1024, 1)
 __cluster_dims__(8, 1, 1)
-layernorm_fwd_fp32_nb65536_1p_v1_full(const normgen::Params p) {
+layernorm_fwd_fp32_nb262144_1p_v4_full(const normgen::Params p) {
   normgen::norm_fwd<Traits, true>(p);
 }

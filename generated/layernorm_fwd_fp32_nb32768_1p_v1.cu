@@ -1,4 +1,4 @@
-// layernorm_fwd_fp32_nb65536_1p_v1_mv
+// layernorm_fwd_fp32_nb32768_1p_v1
 // Generated from templates/instance.cu.j2 by generate.py; do not edit.
 #include "normgen_fwd.cuh"
 
@@ -15,25 +15,25 @@ struct Traits {
   static constexpr bool kXBias = false;
   static constexpr normgen::Quant kQuant = normgen::Quant::NONE;
   static constexpr bool kSmooth = false;
-  static constexpr bool kSaveStats = true;
-  static constexpr int kThreadsPerRow = 256;
+  static constexpr bool kSaveStats = false;
+  static constexpr int kThreadsPerRow = 512;
   static constexpr int kRowsPerBlock = 1;
   static constexpr int kVec = 1;
   static constexpr int kRepeat = 32;
-  static constexpr int kCluster = 8;
+  static constexpr int kCluster = 2;
   static constexpr bool kStaged = true;
   static constexpr bool kPackColumns = false;
   static constexpr bool kKeepOutputs = false;
 };
 }  // namespace
 
-extern "C" __global__ void __launch_bounds__(256, 4)
-__cluster_dims__(8, 1, 1)
-layernorm_fwd_fp32_nb65536_1p_v1_mv(const normgen::Params p) {
+extern "C" __global__ void __launch_bounds__(512, 2)
+__cluster_dims__(2, 1, 1)
+layernorm_fwd_fp32_nb32768_1p_v1(const normgen::Params p) {
   normgen::norm_fwd<Traits, false>(p);
 }
-extern "C" __global__ void __launch_bounds__(256, 4)
-__cluster_dims__(8, 1, 1)
-layernorm_fwd_fp32_nb65536_1p_v1_mv_full(const normgen::Params p) {
+extern "C" __global__ void __launch_bounds__(512, 2)
+__cluster_dims__(2, 1, 1)
+layernorm_fwd_fp32_nb32768_1p_v1_full(const normgen::Params p) {
   normgen::norm_fwd<Traits, true>(p);
 }
