@@ -14,7 +14,7 @@ JOBS="${JOBS:-6}"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv > "$OUT/gpu.txt" 2>&1
 run() { if [ -n "${LIMIT:-}" ]; then timeout -s INT "$LIMIT" "$@"; else "$@"; fi; }
 for k in $(seq 0 $((JOBS - 1))); do
-  run python3 -m pytest -q -p no:cacheprovider --maxfail=30 -rfE --shard "$k/$JOBS" "${@:-tests}" \
+  run python3 -m pytest -q -p no:cacheprovider --maxfail=30 -rfE --durations=5 --shard "$k/$JOBS" "${@:-tests}" \
     > "$OUT/pytest.$k.log" 2>&1 &
 done
 wait
@@ -38,7 +38,7 @@ i=0
 if [ "${EXTRA:-1}" = 1 ]; then
   while IFS= read -r flags; do
     case "$flags" in ''|'#'*) continue;; esac
-    i=$((i + 1)); dir="$OUT/extra$i"
+    i=$((i + 1)); dir="$(mktemp -d)"  # not under $OUT: an interrupted run leaves only logs there
     ( eval "python3 generate.py --out $dir $flags" > "$OUT/extra$i.log" 2>&1
       NORMGEN_GENERATED_DIR="$dir" run python3 -m pytest -q -p no:cacheprovider --maxfail=10 -rfE \
         tests/test_gpu_instances.py --select "$flags" >> "$OUT/extra$i.log" 2>&1

@@ -71,13 +71,20 @@ CANDIDATES = {  # name: (bench op, dtype, N, candidates)
     # a batch): within 0.006 everywhere. A third run, one 1024-thread block against the
     # committed tile at 65536: RMSNorm 0.946 / 0.937, + fp8 0.894 / 0.876, add + LayerNorm
     # 0.948 / 0.917, add + RMSNorm 0.964 / 0.940; 131072 two 1024-thread blocks: RMSNorm
-    # 0.896 / 0.899, LayerNorm + int8 0.623 / 0.614. Committed (tiles.py): one 512-thread
-    # block at 16-bit 32768, two at fp32 32768; no 1024-thread tiles (64 registers: the fused
-    # variants spill).
-    # fp32 262144 (two-pass today: three passes over DRAM) staged over a cluster of 8, 128 KB a block
-    "lf262144": ("layernorm", DType.FP32, 262144, [(1024, 1, 8, True, 4), (512, 1, 8, True, 4), (1024, 1, 8, True, 8)]),
-    "ln262144": ("layernorm", DType.BF16, 262144, [(512, 1, 8, True, 4), (1024, 1, 8, True, 4)]),
-    "ln131072": ("layernorm", DType.BF16, 131072, [(256, 1, 8, True, 4), (1024, 1, 4, True, 4)]),
+    # 0.896 / 0.899, LayerNorm + int8 0.623 / 0.614. A fourth: fp32 262144 (two-pass, 0.55)
+    # over eight 1024-thread blocks (128 KB each) 0.782-0.786, eight of 512 (P = 16) 0.614;
+    # bf16 262144 eight 1024-thread blocks 0.718 / 0.810, 131072 four 1024-thread 0.744 / 0.871.
+    # Committed (tiles.py): one 512-thread block at 16-bit 32768; fp32 two 512-thread blocks
+    # at 32768, two 1024-thread blocks at 65536, eight at 262144. Below: the committed tiles,
+    # timed after the last kernel change.
+    "ln32768": ("layernorm", DType.BF16, 32768, [(512, 1, 1, True, 16)]),
+    "q32768": ("layernorm+int8", DType.BF16, 32768, [(512, 1, 1, True, 16)]),
+    "rms32768": ("rmsnorm", DType.BF16, 32768, [(512, 1, 1, True, 16)]),
+    "add32768": ("add+layernorm", DType.BF16, 32768, [(512, 1, 1, True, 16)]),
+    "lf32768": ("layernorm", DType.FP32, 32768, [(512, 1, 2, True, 4)]),
+    "lf65536": ("layernorm", DType.FP32, 65536, [(1024, 1, 2, True, 4)]),
+    "lf262144": ("layernorm", DType.FP32, 262144, [(1024, 1, 8, True, 4)]),
+    "ln262144": ("layernorm", DType.BF16, 262144, [(512, 1, 8, True, 4)]),
 }
 PATCHES = {  # name: [(old, new), ...]
     # staged rows loaded in batches of 8 vectors (4 with a residual) instead of 4 (2)

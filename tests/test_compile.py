@@ -36,7 +36,7 @@ HEAVY = (
     "layernorm_fwd_bf16_wfp32_xb_add1_smfp32_dqint8_syfp32_nb16384_1p_v8_mv",
     "rmsnorm_fwd_bf16_xb_add1_nb32768_1p_v2",
     "rmsnorm_fwd_fp16_wfp32_xb_add1_smfp32_dqint8_syfp32_nb65536_1p_v8_mv",
-    "rmsnorm_fwd_fp32_dqfp8_syfp32_nb65536_1p_v1",
+    "rmsnorm_fwd_fp32_dqfp8_syfp32_nb131072_1p_v1",
     "rmsnorm_fwd_bf16_add2_smfp32_dqint8_syfp32_nb65536_1p_v8",
     "layernorm_fwd_bf16_wfp32_xb_add1_smfp32_dqint8_syfp32_nb262144_1p_v2_mv",
     "layernorm_fwd_fp32_xb_add1_smfp32_dqint8_syfp32_nb131072_1p_v1_mv",
