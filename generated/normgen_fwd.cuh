@@ -1202,15 +1202,17 @@ __device__ __forceinline__ void one_pass_staged(const Params& p) {
         v.get(0, d);
       }
     };
+    // Narrow vectors (more than 8 a thread): the passes below unrolled over all of them spilled.
+    constexpr bool kNarrow = P > 8;
     // The output passes run U vectors at a time: two for kept outputs (ptxas issued every
     // vector's loads of the per-column vectors and of shared memory first, and spilled),
-    // four over narrow vectors (more than 8 a thread; fp32 RMSNorm with an add and a dynamic
-    // quant spilled 8 bytes unrolled), else all of them.
-    constexpr int U = kKeep && P % 2 == 0 ? 2 : P > 8 ? 4 : P;
+    // four over narrow vectors (fp32 RMSNorm with an add and a dynamic quant spilled 8 bytes
+    // unrolled), else all of them.
+    constexpr int U = kKeep && P % 2 == 0 ? 2 : kNarrow ? 4 : P;
     const float m = unscaled_absmax<K, P, V, false, U>(p, load, cols, Columns<K, 1, V>{});
-    // rolled over narrow vectors (more than 8 a thread): unrolled, RMSNorm with a fused add
-    // spilled 4-68 bytes there (ptxas; fp32 and 16-bit, 32768-262144)
-    if constexpr (!kSumsWhileStaging) centred_sums<P, V, (P > 8)>(0.f, load, cols, s1, s2);
+    // rolled over narrow vectors: unrolled, RMSNorm with a fused add spilled 4-68 bytes there
+    // (ptxas; fp32 and 16-bit, 32768-262144)
+    if constexpr (!kSumsWhileStaging) centred_sums<P, V, kNarrow>(0.f, load, cols, s1, s2);
     const Stats st = share_stats<K, P, V, T, 1, C>(p, k, s1, s2, m, load, cols, sh_stats[ph], sh_again[ph]);
     finish_row<K, P, V, false, kKeep, false, T, 1, C, U>(
         p, st, load, cols, Columns<K, 1, V>{}, sh_max[ph], floats, qmul, row, true, lane == 0);
