@@ -27,7 +27,7 @@ struct Traits {
 };
 }  // namespace
 
-extern "C" __global__ void __launch_bounds__(256, 4)
+extern "C" __global__ void __launch_bounds__(256, 5)
 layernorm_fwd_bf16_add1_smfp32_dqint8_syfp32_nb8192_1p_v8(const normgen::Params p) {
   normgen::norm_fwd<Traits, false>(p);
 }

@@ -27,12 +27,12 @@ struct Traits {
 };
 }  // namespace
 
-extern "C" __global__ void __launch_bounds__(256, 4)
+extern "C" __global__ void __launch_bounds__(256, 6)
 __cluster_dims__(8, 1, 1)
 layernorm_fwd_fp16_wfp32_nb131072_1p_v8_mv(const normgen::Params p) {
   normgen::norm_fwd<Traits, false>(p);
 }
-extern "C" __global__ void __launch_bounds__(256, 4)
+extern "C" __global__ void __launch_bounds__(256, 6)
 __cluster_dims__(8, 1, 1)
 layernorm_fwd_fp16_wfp32_nb131072_1p_v8_mv_full(const normgen::Params p) {
   normgen::norm_fwd<Traits, true>(p);

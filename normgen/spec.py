@@ -92,7 +92,7 @@ class KernelSpec:
     @property
     def tile(self) -> tiles.Tile:
         if self.pipeline == Pipeline.ONE_PASS:
-            return tiles.one_pass_tile(self.x, self.bucket, self.vec, self._dynamic_layernorm)
+            return tiles.one_pass_tile(self.x, self.bucket, self.vec, self._dynamic_layernorm, self.fused)
         return tiles.two_pass_tile(self.vec, self.x)
 
     @property
@@ -101,8 +101,7 @@ class KernelSpec:
         if self.pipeline != Pipeline.ONE_PASS:
             return False
         held = [self.w] * (1 + (self.norm == Norm.LAYERNORM)) + [self.x] * self.x_bias + [self.smooth]
-        fused = self.fused_add != FusedAdd.NONE or self.quant != Quant.NONE
-        return tiles.pack_columns(self.tile, sum(d is not None and d.itemsize == 2 for d in held), fused,
+        return tiles.pack_columns(self.tile, sum(d is not None and d.itemsize == 2 for d in held), self.fused,
                                   self.keep_outputs)
 
     @property
@@ -114,16 +113,21 @@ class KernelSpec:
         return self._dynamic_layernorm and self.pipeline == Pipeline.ONE_PASS and tiles.keeps_outputs(self.tile)
 
     @property
+    def fused(self) -> bool:
+        """A fused prologue or epilogue: residual add, x-bias or quant."""
+        return self.fused_add != FusedAdd.NONE or self.x_bias or self.quant != Quant.NONE
+
+    @property
     def _dynamic_layernorm(self) -> bool:
         return self.quant == Quant.DYNAMIC and self.norm == Norm.LAYERNORM
 
     @property
     def min_blocks_per_sm(self) -> int:
-        """__launch_bounds__' residency target. Staged blocks are built to fit four (of 256
-        threads) or two (of 512) per SM, 64 registers each; an x-bias loaded beside each
-        batch, or a dynamic quant over narrow vectors (many addresses per thread), spills
-        8-36 bytes there (ptxas, every norm and precision), so those instances are built
-        for half as many blocks. Unfused fp32 LayerNorm rows of 32 elements per thread in a
+        """__launch_bounds__' residency target: the tile's (its register budget, see
+        tiles.Tile.min_blocks_per_sm). Staged blocks with an x-bias loaded beside each batch,
+        or a dynamic quant over narrow vectors (many addresses per thread), spilled 8-36
+        bytes at 64 registers (ptxas, every norm and precision), so those instances are
+        built for half as many blocks. Unfused fp32 LayerNorm rows of 32 elements per thread in a
         512-thread block hold neither their per-column vectors nor a prefetched row (the
         template's register budgets), and fit the 64 registers of two blocks per SM: at
         16384 on an H100, 0.91 -> 0.945 of copy (every fused variant, and RMSNorm, spills
@@ -132,8 +136,7 @@ class KernelSpec:
         narrow = self.quant == Quant.DYNAMIC and t.vec * self.x.itemsize < 8
         if t.stage_bytes and (self.x_bias or narrow):
             return max(t.min_blocks_per_sm // 2, 1)
-        unfused = self.fused_add == FusedAdd.NONE and not self.x_bias and self.quant == Quant.NONE
-        if (not t.stage_bytes and unfused and self.norm == Norm.LAYERNORM and self.x.itemsize == 4
+        if (not t.stage_bytes and not self.fused and self.norm == Norm.LAYERNORM and self.x.itemsize == 4
                 and t.block_threads == 512 and t.repeat * t.vec == 32):
             return 2
         return t.min_blocks_per_sm

@@ -18,22 +18,35 @@ from dataclasses import dataclass, replace
 from .types import DType
 
 # element bytes -> bucket (largest N served) -> (threads per row per block, rows per block,
-# blocks per row (cluster size), staged). Threads per row are a power of two (32-lane
-# warps). Staged tiles keep each block's share of the row in shared memory instead of
-# registers (32-128 KB): blocks then need few registers, several fit on an SM, and one
-# block's barrier waits overlap another's memory traffic. Staged rows take as few blocks
-# per row as fit: a block barrier costs less than a cluster's. Measured on an H100
-# (scripts/tune_tiles.py, M x N = 2^27, ratio to copy): 16-bit 32768 in one 512-thread block
-# against a cluster of two 256-thread blocks, LayerNorm 0.933 -> 0.950-0.956, RMSNorm 0.952
-# -> 0.980, add + LayerNorm 0.946 -> 0.965, add + RMSNorm 0.958 -> 0.984, RMSNorm + fp8
-# 0.925 -> 0.958, LayerNorm + int8 0.728 -> 0.795-0.809; fp32 LayerNorm 32768 over two
-# 512-thread blocks 0.948-0.953 against one 1024-thread block in registers 0.916-0.923, 65536
-# over two 1024-thread blocks 0.921-0.935 against eight of 256 0.911-0.918, 262144 over eight
-# 1024-thread blocks (128 KB each) 0.782-0.786 against two-pass 0.55. Each thread stages 8
-# vectors: at 16 (half the threads) every op fell to 0.61-0.78, one more batch of loads (one
-# more DRAM round trip) per row. 1024-thread blocks have 64 registers a thread: with an
-# x-bias and a fused add they spill (spec.invalid_reason sends those to the next instance).
-ONE_PASS_TILES: dict[int, dict[int, tuple[int, int, int, bool]]] = {
+# blocks per row (cluster size), staged[, registers a thread of a plain row: Tile.registers'
+# default where left out]). Threads per row are a power of two (32-lane warps). Staged tiles keep each
+# block's share of the row in shared memory instead of registers (32-128 KB): blocks then
+# need few registers, several fit on an SM, and one block's barrier waits overlap another's
+# memory traffic. Staged rows take as few blocks per row as fit: a block barrier costs less
+# than a cluster's. Measured on an H100 (scripts/tune_tiles.py, M x N = 2^27, ratio to
+# copy): 16-bit 32768 in one 512-thread block against a cluster of two 256-thread blocks,
+# LayerNorm 0.933 -> 0.950-0.956, RMSNorm 0.952 -> 0.980, add + LayerNorm 0.946 -> 0.965,
+# add + RMSNorm 0.958 -> 0.984, RMSNorm + fp8 0.925 -> 0.958, LayerNorm + int8 0.728 ->
+# 0.795-0.809; fp32 LayerNorm 32768 over two 512-thread blocks 0.948-0.953 against one
+# 1024-thread block in registers 0.916-0.923, 65536 over two 1024-thread blocks 0.921-0.935
+# against eight of 256 0.911-0.918, 262144 over eight 1024-thread blocks (128 KB each)
+# 0.782-0.786 against two-pass 0.55. Each thread stages 8 vectors: at 16 (half the threads)
+# every op fell to 0.61-0.78, one more batch of loads (one more DRAM round trip) per row.
+# 1024-thread blocks have 64 registers a thread: with an x-bias and a fused add they spill
+# (spec.invalid_reason sends those to the next instance).
+#
+# Plain rows (no fused add, x-bias or quant) over clusters of eight of 16-bit types are built
+# for 40 registers a thread instead of 64 (for three 512-thread or six 256-thread blocks per
+# SM, as many as their shared memory allows): LayerNorm bf16 262144 0.796 -> 0.847-0.855,
+# fp16 0.836 -> 0.851, RMSNorm 0.871 -> 0.904; 131072 LayerNorm 0.871-0.881 -> 0.883-0.887,
+# RMSNorm 0.888-0.903 -> 0.907-0.910 (two runs; 32 registers within noise of 40). Fused rows
+# keep 64: at 40, ptxas (NVRTC 13.0) spilled 8-264 bytes with an add, 8-16 with LayerNorm's
+# dynamic quant; so did fp32 RMSNorm at 131072 (8 bytes; fp32 LayerNorm 0.859 -> 0.875
+# there), and fp32 262144's 1024-thread blocks, one per SM either way, ran 0.799 -> 0.786
+# at 32: fp32 keeps 64. At 65536 and 32768 (clusters of two, one block) more blocks per SM
+# were no faster: LayerNorm + int8 32768 0.78 -> 0.71, 65536 LayerNorm 0.892-0.919 ->
+# 0.884-0.887.
+ONE_PASS_TILES: dict[int, dict[int, tuple]] = {
     2: {
         64: (8, 16, 1, False),
         128: (16, 8, 1, False),
@@ -46,8 +59,8 @@ ONE_PASS_TILES: dict[int, dict[int, tuple[int, int, int, bool]]] = {
         16384: (512, 1, 1, False),
         32768: (512, 1, 1, True),
         65536: (512, 1, 2, True),
-        131072: (256, 1, 8, True),
-        262144: (512, 1, 8, True),
+        131072: (256, 1, 8, True, 40),
+        262144: (512, 1, 8, True, 40),
     },
     4: {
         64: (16, 8, 1, False),
@@ -74,9 +87,11 @@ BUCKETS: tuple[int, ...] = tuple(sorted(set().union(*ONE_PASS_TILES.values())))
 # fp8, tune_tiles.py): 8192 0.86 -> 0.88-0.89, 16384 0.79-0.81 -> 0.87-0.88 of copy; at
 # 4096 no gain (0.92 -> 0.91), 512 threads at 8192 / 16384 0.67 / 0.80. At 65536 one
 # 1024-thread block instead of a cluster of two of 512 ran int8 0.663 -> 0.699-0.718, fp8
-# 0.668 -> 0.690, but spilled with fp32 weights (64 registers a thread): not taken.
-QUANT_LN_TILES: dict[int, dict[int, tuple[int, int, int, bool]]] = {
-    2: {8192: (256, 1, 1, True), 16384: (256, 1, 1, True)},
+# 0.668 -> 0.690, but spilled with fp32 weights (64 registers a thread): not taken. At
+# 8192 built for 48 registers, five blocks per SM instead of four: int8 0.863-0.871 ->
+# 0.886-0.895, fp8 0.866 -> 0.899 (40 registers, six blocks: 0.818, and spills).
+QUANT_LN_TILES: dict[int, dict[int, tuple]] = {
+    2: {8192: (256, 1, 1, True, 48), 16384: (256, 1, 1, True)},
 }
 
 # Two-pass: one row per block, streamed in chunks of threads * vec * repeat elements.
@@ -87,8 +102,9 @@ TWO_PASS_UNROLL = 2
 ONE_PASS_MAX_N: dict[DType, int] = {x: max(ONE_PASS_TILES[x.itemsize]) for x in (DType.FP32, DType.FP16, DType.BF16)}
 
 
-# Shared memory of an SM (H100: 228 KB, 1 KB of it reserved per block).
+# Shared memory of an SM (H100: 228 KB, 1 KB of it reserved per block), and its registers.
 SHARED_PER_SM = 228 * 1024
+REGISTERS_PER_SM = 64 * 1024
 
 
 @dataclass(frozen=True)
@@ -99,6 +115,7 @@ class Tile:
     repeat: int  # accesses per thread per row (one-pass) or per chunk (two-pass)
     cluster: int = 1  # blocks per row
     stage_bytes: int = 0  # shared memory holding each block's share of the row (0: registers)
+    registers: int = 128  # the most a thread may use (ptxas' budget, from min_blocks_per_sm)
 
     @property
     def block_threads(self) -> int:
@@ -119,15 +136,16 @@ class Tile:
 
     @property
     def min_blocks_per_sm(self) -> int:
-        """__launch_bounds__' residency target: staged blocks must share an SM (that is
-        their point), so they get 1024 resident threads per SM, i.e. at most 64 registers,
-        or as many blocks as their shared memory lets an SM hold, if fewer; register-held
-        rows get 512 (128 registers), which keeps two 256-thread blocks on an SM: left free,
-        ptxas gave unfused LayerNorm at 8192 134 registers, one block per SM, 0.97 -> 0.82 of
-        copy on an H100."""
+        """__launch_bounds__' residency target: as many blocks as the register budget lets an
+        SM hold, or as its shared memory does, if fewer. Register-held rows get 128
+        registers a thread (512 resident threads), which keeps two 256-thread blocks on an
+        SM: left free, ptxas gave unfused LayerNorm at 8192 134 registers, one block per SM,
+        0.97 -> 0.82 of copy on an H100. Staged blocks must share an SM (that is their
+        point): 64 registers (1024 resident threads) unless the table says otherwise."""
+        blocks = REGISTERS_PER_SM // (self.block_threads * self.registers)
         if self.stage_bytes:
-            return max(min(1024 // self.block_threads, SHARED_PER_SM // (self.stage_bytes + 1024)), 1)
-        return max(512 // self.block_threads, 1)
+            blocks = min(blocks, SHARED_PER_SM // (self.stage_bytes + 1024))
+        return max(blocks, 1)
 
 
 # At most this many accesses per thread in a one-pass row of a 512-thread block (twice as
@@ -172,26 +190,34 @@ def pack_columns(tile: Tile, column_vectors: int, fused: bool, keeps: bool) -> b
     """Whether a one-pass block keeps its held 16-bit per-column vectors (gamma, beta,
     x-bias, smooth scale: column_vectors of them) as loaded, converting them at each use,
     rather than letting the compiler keep them as floats: twice the registers. Worth it where
-    a fused add or quant (the residual, the kept outputs) pushes the registers past an
-    occupancy step or into spills. Measured on an H100 (tune_tiles.py and the benchmark, 16
-    waves): LayerNorm + int8 at 8192, 165 -> 128 registers, 1 -> 2 blocks per SM, 0.54 -> 0.74
-    of copy; add + LayerNorm at 8192 0.86 -> 0.97; LayerNorm + fp8 0.80-0.85 -> 0.86-0.91 up
-    to 4096. Unfused LayerNorm gains no blocks and pays the conversions (8192: 0.97 -> 0.95),
-    and so do blocks of 512 threads, which fit one per SM either way (LayerNorm + int8 at
-    16384: 0.63 -> 0.59) -- unless they keep outputs (`keeps`), which spill 64 bytes with
-    float columns."""
+    they push the registers past an occupancy step or into spills. Measured on an H100
+    (tune_tiles.py and the benchmark, 16 waves): LayerNorm + int8 at 8192, 165 -> 128
+    registers, 1 -> 2 blocks per SM, 0.54 -> 0.74 of copy; add + LayerNorm at 8192 0.86 ->
+    0.97; LayerNorm + fp8 0.80-0.85 -> 0.86-0.91 up to 4096. Unfused rows pack from 256
+    threads a row (8192): there float columns took all 128 registers and the device's NVRTC
+    13.0 spilled 4 bytes, packed ran no slower (0.956-0.966 -> 0.959-0.971); at 1024-2048
+    packing cost 0.004-0.006 (0.981-0.983 -> 0.976-0.979), at 4096 nothing (0.975-0.984).
+    Blocks of 512 threads, which fit one per SM either way, pay the conversions (LayerNorm +
+    int8 at 16384: 0.63 -> 0.59) -- unless they keep outputs (`keeps`), which spill 64 bytes
+    with float columns."""
     floats = column_vectors * tile.repeat * tile.vec
-    return fused and tile.stage_bytes == 0 and (tile.block_threads <= 256 or keeps) and floats > 32
+    wanted = fused or tile.threads_per_row >= 256
+    return wanted and tile.stage_bytes == 0 and (tile.block_threads <= 256 or keeps) and floats > 32
 
 
-def one_pass_tile(x: DType, bucket: int, vec: int, quant_ln: bool = False) -> Tile:
+def one_pass_tile(x: DType, bucket: int, vec: int, quant_ln: bool = False, fused: bool = False) -> Tile:
     """The one-pass tile of a bucket. quant_ln: for LayerNorm with a dynamic quant, whose
     tile may differ (QUANT_LN_TILES) and whose staged rows are kept as floats where they
-    fit (keeps_outputs)."""
+    fit (keeps_outputs). fused: a fused add, x-bias or quant, for which ONE_PASS_TILES'
+    register budgets (measured on plain rows) do not hold."""
     special = QUANT_LN_TILES.get(x.itemsize, {}) if quant_ln and vec == x.vmax else {}
-    threads, rows, cluster, staged = special.get(bucket) or ONE_PASS_TILES[x.itemsize][bucket]
+    entry = special.get(bucket)
+    threads, rows, cluster, staged, *registers = entry or ONE_PASS_TILES[x.itemsize][bucket]
+    if fused and not entry:
+        registers = []
     per_thread = bucket // (threads * cluster)
-    t = Tile(threads, rows, vec, per_thread // vec, cluster, bucket // cluster * x.itemsize if staged else 0)
+    t = Tile(threads, rows, vec, per_thread // vec, cluster, bucket // cluster * x.itemsize if staged else 0,
+             registers[0] if registers else 64 if staged else 128)
     return replace(t, stage_bytes=float_stage_bytes(t)) if staged and quant_ln and keeps_outputs(t) else t
 
 

@@ -28,8 +28,9 @@ def test_instance_compiles_without_spills(spec):
 
 # The heaviest fusions outside the default set, which once spilled (staged tiles with an
 # x-bias or a narrow-vector dynamic quant, RMSNorm's dynamic quant with an add and a smooth
-# scale in a whole-row kernel), and staged rows kept as floats over narrow vectors or with
-# every fusion; compiled from a scratch folder.
+# scale in a whole-row kernel), staged rows kept as floats over narrow vectors or with
+# every fusion, and rows built for fewer registers than the staged default (40 over clusters
+# of eight, 48 for LayerNorm + quant at 8192); compiled from a scratch folder.
 HEAVY = (
     "layernorm_fwd_bf16_dqint8_syfp32_nb131072_1p_v2",
     "layernorm_fwd_fp32_dqint8_syfp32_nb131072_1p_v1",
@@ -40,6 +41,9 @@ HEAVY = (
     "rmsnorm_fwd_bf16_add2_smfp32_dqint8_syfp32_nb65536_1p_v8",
     "layernorm_fwd_bf16_wfp32_xb_add1_smfp32_dqint8_syfp32_nb262144_1p_v2_mv",
     "layernorm_fwd_fp32_xb_add1_smfp32_dqint8_syfp32_nb131072_1p_v1_mv",
+    "layernorm_fwd_bf16_wfp32_nb262144_1p_v2_mv",  # plain rows over clusters of eight: 40 registers
+    "rmsnorm_fwd_fp16_wfp32_nb131072_1p_v2_mv",
+    "layernorm_fwd_fp16_wfp32_add1_smfp32_dqint8_syfp32_nb8192_1p_v8",  # 48 registers
 )
 
 
