@@ -8,7 +8,9 @@ A candidate is (threads per row, rows per block, cluster, staged, grid, *patches
 one wave) or a number of waves (blocks the device holds at once; tiles.Tile.waves is the
 committed choice); patches name PATCHES entries, text replacements in the rendered header
 for trying a kernel change before making it, or are "bK": the kernel built for K resident
-blocks per SM (__launch_bounds__' second argument) instead of the spec's choice.
+blocks per SM (__launch_bounds__' second argument) instead of the spec's choice, or "sK":
+launched with K KB of shared memory per block (fewer blocks per SM). A candidate's tile gets
+Tile.registers' default budget (64 registers staged, 128 in registers).
 CANDIDATES holds the last experiment run."""
 import re
 import sys
@@ -18,7 +20,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from normgen import bench, codegen, dispatch, runtime, tiles  # noqa: E402
 from normgen.spec import KernelSpec  # noqa: E402
-from normgen.types import DType, FusedAdd, Norm, Pipeline, Quant  # noqa: E402
+from normgen.types import DType, Pipeline  # noqa: E402
 
 F = "full"
 
@@ -75,16 +77,37 @@ CANDIDATES = {  # name: (bench op, dtype, N, candidates)
     # over eight 1024-thread blocks (128 KB each) 0.782-0.786, eight of 512 (P = 16) 0.614;
     # bf16 262144 eight 1024-thread blocks 0.718 / 0.810, 131072 four 1024-thread 0.744 / 0.871.
     # Committed (tiles.py): one 512-thread block at 16-bit 32768; fp32 two 512-thread blocks
-    # at 32768, two 1024-thread blocks at 65536, eight at 262144. Below: the committed tiles,
-    # timed after the last kernel change.
-    "ln32768": ("layernorm", DType.BF16, 32768, [(512, 1, 1, True, 16)]),
-    "q32768": ("layernorm+int8", DType.BF16, 32768, [(512, 1, 1, True, 16)]),
-    "rms32768": ("rmsnorm", DType.BF16, 32768, [(512, 1, 1, True, 16)]),
-    "add32768": ("add+layernorm", DType.BF16, 32768, [(512, 1, 1, True, 16)]),
-    "lf32768": ("layernorm", DType.FP32, 32768, [(512, 1, 2, True, 4)]),
-    "lf65536": ("layernorm", DType.FP32, 65536, [(1024, 1, 2, True, 4)]),
-    "lf262144": ("layernorm", DType.FP32, 262144, [(1024, 1, 8, True, 4)]),
-    "ln262144": ("layernorm", DType.BF16, 262144, [(512, 1, 8, True, 4)]),
+    # at 32768, two 1024-thread blocks at 65536, eight at 262144.
+    #
+    # Eighth session, H100, two runs (copy 2980-2984 GB/s), the committed tile first: unfused
+    # LayerNorm with its held 16-bit columns packed (packcols; packb: beta only), bf16 4096
+    # 0.975 / 0.975 (packb 0.960), 8192 0.956-0.958 / 0.959-0.964 (packb 0.967), fp16 8192
+    # 0.948-0.969 / 0.953-0.971 (packb 0.955): committed (tiles.pack_columns). Built for more
+    # blocks per SM (bK: fewer registers): LayerNorm + int8 8192 b5 0.863-0.871 / 0.886-0.895,
+    # + fp8 0.866 / 0.899, b6 0.818 (spills); + int8 / fp8 32768 b3 0.780 / 0.709, 0.779 /
+    # 0.744; + int8 65536 b3 0.658 / 0.621; 65536 LayerNorm b3 0.892-0.919 / 0.884-0.887,
+    # RMSNorm 0.924-0.937 / 0.929-0.938, add + LayerNorm 0.936 / 0.934, fp32 LayerNorm b2
+    # 0.912 / 0.907; 131072 LayerNorm 0.871-0.881 / b5 0.889-0.892 / b6 0.883-0.887 / b8
+    # 0.888, RMSNorm 0.888-0.903 / 0.908-0.915 / 0.907-0.910 / 0.903, fp32 LayerNorm 0.859 /
+    # b3 0.875 / b4 0.878; 262144 LayerNorm 0.796 / b3 0.847-0.855 / b4 0.853, fp16 0.836 /
+    # 0.851 / 0.863, RMSNorm 0.871-0.872 / 0.901-0.904 / 0.902, fp32 0.799 / b2 0.786.
+    # A third run (copy 2968 GB/s), the committed tile against its columns as floats
+    # (nopack): bf16 1024 0.977 / 0.981, 2048 0.976 / 0.982, 4096 0.983 / 0.984, 8192 0.971
+    # / 0.966, fp16 2048 0.979 / 0.983; 40 registers at two blocks per SM (b3 + s100: 100 KB
+    # of shared memory a block) against the committed 64: 65536 LayerNorm 0.924 / 0.875,
+    # RMSNorm 0.946 / 0.908, 32768 LayerNorm 0.968 / 0.921, + int8 0.788 / 0.716; fp32 65536
+    # b2 0.924 / 0.923. Committed: 40 registers for plain 16-bit rows over clusters of eight,
+    # 48 for LayerNorm + quant at 8192, unfused columns packed from 256 threads a row.
+    "ln1024": ("layernorm", DType.BF16, 1024, [(32, 4, 1, False, 16, *p) for p in ((), ("nopack",))]),
+    "ln2048": ("layernorm", DType.BF16, 2048, [(64, 2, 1, False, 16, *p) for p in ((), ("nopack",))]),
+    "ln4096": ("layernorm", DType.BF16, 4096, [(128, 1, 1, False, 16, *p) for p in ((), ("nopack",))]),
+    "ln8192": ("layernorm", DType.BF16, 8192, [(256, 1, 1, False, 16, *p) for p in ((), ("nopack",))]),
+    "lh2048": ("layernorm", DType.FP16, 2048, [(64, 2, 1, False, 16, *p) for p in ((), ("nopack",))]),
+    "ln65536": ("layernorm", DType.BF16, 65536, [(512, 1, 2, True, 4, *p) for p in ((), ("b3", "s100"))]),
+    "rms65536": ("rmsnorm", DType.BF16, 65536, [(512, 1, 2, True, 4, *p) for p in ((), ("b3", "s100"))]),
+    "lf65536": ("layernorm", DType.FP32, 65536, [(1024, 1, 2, True, 4, *p) for p in ((), ("b2",))]),
+    "ln32768": ("layernorm", DType.BF16, 32768, [(512, 1, 1, True, 16, *p) for p in ((), ("b3", "s100"))]),
+    "q32768": ("layernorm+int8", DType.BF16, 32768, [(512, 1, 1, True, 16, *p) for p in ((), ("b3", "s100"))]),
 }
 PATCHES = {  # name: [(old, new), ...]
     # staged rows loaded in batches of 8 vectors (4 with a residual) instead of 4 (2)
@@ -100,6 +123,12 @@ PATCHES = {  # name: [(old, new), ...]
     # x loaded with the streaming hint (ld.global.cs)
     "ldcs": [("const uint4 q = reinterpret_cast<const uint4*>(p)[c];",
               "const uint4 q = __ldcs(reinterpret_cast<const uint4*>(p) + c);")],
+    # rows keep their held 16-bit columns as floats (unless the compiler packs them itself)
+    "nopack": [("if constexpr (kHold && K::kPackColumns) c.keep_packed();", "")],
+    # unfused rows keep their held 16-bit columns packed too (tiles.pack_columns): all, or beta only
+    "packcols": [("if constexpr (kHold && K::kPackColumns) c.keep_packed();", "if constexpr (kHold) c.keep_packed();")],
+    "packb": [("if constexpr (kHold && K::kPackColumns) c.keep_packed();", "if constexpr (kHold) c.keep_packed();"),
+              ('asm volatile("" : "+r"(g.w[k]));', "")],
     # no prefetch of the next row
     "nopf": [("constexpr bool kPrefetchRow = V > 1 &&", "constexpr bool kPrefetchRow = false &&")],
     # per-column vectors loaded per row, not held in registers
@@ -107,18 +136,8 @@ PATCHES = {  # name: [(old, new), ...]
 }
 
 
-SPECS = {  # bench op -> the instance's fields beyond the precisions
-    "layernorm": (Norm.LAYERNORM, {}),
-    "rmsnorm": (Norm.RMSNORM, {}),
-    "add+layernorm": (Norm.LAYERNORM, dict(fused_add=FusedAdd.STORE)),
-    "add+rmsnorm": (Norm.RMSNORM, dict(fused_add=FusedAdd.STORE)),
-    "layernorm+int8": (Norm.LAYERNORM, dict(out=DType.INT8, quant=Quant.DYNAMIC, scale=DType.FP32)),
-    "layernorm+fp8": (Norm.LAYERNORM, dict(out=DType.FP8, quant=Quant.DYNAMIC, scale=DType.FP32)),
-    "rmsnorm+fp8": (Norm.RMSNORM, dict(out=DType.FP8, quant=Quant.DYNAMIC, scale=DType.FP32)),
-}
-
-
 BLOCKS = re.compile(r"b(\d+)$")  # a residency patch: "b2" = built for 2 blocks per SM
+SHARED = re.compile(r"s(\d+)$")  # launched with this many KB of shared memory (to hold fewer blocks per SM)
 
 
 def patched(files: dict, names) -> dict:
@@ -127,6 +146,8 @@ def patched(files: dict, names) -> dict:
     files = dict(files)
     header = files[codegen.HEADER]
     for name in names:
+        if SHARED.match(name):
+            continue  # applied at launch (time_candidate)
         if m := BLOCKS.match(name):
             for f in files:
                 if f.endswith(".cu"):
@@ -148,7 +169,7 @@ def time_candidate(op, x, n, cand, ins, ceiling):
     tiles.ONE_PASS_MAX_N[x] = max(saved[2], n)  # a candidate may take a row past the one-pass range
     tiles.QUANT_LN_TILES.get(x.itemsize, {}).pop(n, None)  # the candidate serves LayerNorm + quant too
     try:
-        norm, fields = SPECS[op]
+        norm, fields = bench.CALLS[op]
         fields = dict(dict(out=x), **fields)
         spec = KernelSpec(norm, x, x, pipeline=Pipeline.ONE_PASS, bucket=n, vec=x.vmax, **fields)
         folder = Path(tempfile.mkdtemp())
@@ -157,8 +178,13 @@ def time_candidate(op, x, n, cand, ins, ceiling):
         fn = bench.OPS[op][2](*ins)["normgen"]
         fn()
         (kernel,) = runtime._loaded.values()
-        m = ins[0].shape[0]
         sms = torch.cuda.get_device_properties(0).multi_processor_count
+        for m in filter(None, map(SHARED.match, patch)):
+            kernel.smem = int(m[1]) * 1024
+            runtime.driver.funcSetAttribute(kernel.func, runtime._MAX_DYNAMIC_SHARED_SIZE_BYTES, kernel.smem)
+            blocks = runtime.driver.occupancyMaxActiveBlocksPerMultiprocessor(kernel.func, kernel.block, kernel.smem)
+            kernel.max_groups = max(blocks * sms // kernel.cluster, 1) * spec.tile.waves
+        m = ins[0].shape[0]
         per_sm = kernel.max_groups // spec.tile.waves * kernel.cluster // sms
         if grid == F:
             kernel.max_groups = 1 << 30

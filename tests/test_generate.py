@@ -187,7 +187,7 @@ def test_tuning_patches_apply_to_the_rendered_header():
         assert tune.patched(files, [name])[codegen.HEADER] != files[codegen.HEADER], name
     for _, _, _, cands in tune.CANDIDATES.values():
         for _, _, _, _, _, *patches in cands:
-            assert all(p in tune.PATCHES or tune.BLOCKS.match(p) for p in patches), patches
+            assert all(p in tune.PATCHES or tune.BLOCKS.match(p) or tune.SHARED.match(p) for p in patches), patches
 
 
 def test_extra_selections_are_valid_and_not_empty():
