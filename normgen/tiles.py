@@ -35,16 +35,17 @@ from .types import DType
 # 1024-thread blocks have 64 registers a thread: with an x-bias and a fused add they spill
 # (spec.invalid_reason sends those to the next instance).
 #
-# Plain rows (no fused add, x-bias or quant) over clusters of eight of 16-bit types are built
-# for 40 registers a thread instead of 64 (for three 512-thread or six 256-thread blocks per
-# SM, as many as their shared memory allows): LayerNorm bf16 262144 0.796 -> 0.847-0.855,
-# fp16 0.836 -> 0.851, RMSNorm 0.871 -> 0.904; 131072 LayerNorm 0.871-0.881 -> 0.883-0.887,
-# RMSNorm 0.888-0.903 -> 0.907-0.910 (two runs; 32 registers within noise of 40). Fused rows
+# Plain rows (no fused add, x-bias or quant) over clusters of eight of 16-bit types are
+# built for 40 registers a thread instead of 64 (for three 512-thread or six 256-thread
+# blocks per SM, as many as their shared memory allows): LayerNorm bf16 262144 0.796 ->
+# 0.847-0.855, fp16 0.836 -> 0.851, RMSNorm 0.871 -> 0.904; 131072 LayerNorm 0.871-0.881 ->
+# 0.883-0.887, RMSNorm 0.888-0.903 -> 0.907-0.910 (two runs; 32 registers within noise of
+# 40; ncu at 262144: 30 -> 45 clusters resident, achieved occupancy 48 -> 69%). Fused rows
 # keep 64: at 40, ptxas (NVRTC 13.0) spilled 8-264 bytes with an add, 8-16 with LayerNorm's
 # dynamic quant; so did fp32 RMSNorm at 131072 (8 bytes; fp32 LayerNorm 0.859 -> 0.875
-# there), and fp32 262144's 1024-thread blocks, one per SM either way, ran 0.799 -> 0.786
-# at 32: fp32 keeps 64. At 65536 and 32768 (clusters of two, one block) more blocks per SM
-# were no faster: LayerNorm + int8 32768 0.78 -> 0.71, 65536 LayerNorm 0.892-0.919 ->
+# there), and fp32 262144's 1024-thread blocks, one per SM either way, ran 0.799 -> 0.786 at
+# 32: fp32 keeps 64. At 65536 and 32768 (clusters of two, one block) more blocks per SM were
+# no faster: LayerNorm + int8 32768 0.78 -> 0.71, 65536 LayerNorm 0.892-0.919 ->
 # 0.884-0.887.
 ONE_PASS_TILES: dict[int, dict[int, tuple]] = {
     2: {
