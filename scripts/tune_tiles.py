@@ -108,13 +108,16 @@ CANDIDATES = {  # name: (bench op, dtype, N, candidates)
     # over a cluster of four 256-thread blocks (b6: 40 registers, six per SM; b4: 56, four)
     # against the committed two of 512: LayerNorm 0.910-0.919 / 0.883 / 0.877, RMSNorm 0.930
     # / 0.923 / 0.917, add + LayerNorm 0.942 / b4 0.927, fp32 four 512-thread blocks (b3)
-    # 0.925 / 0.883. Not committed.
-    "ln65536": ("layernorm", DType.BF16, 65536, [(512, 1, 2, True, 4), (256, 1, 4, True, 4, "b6"),
-                                                  (256, 1, 4, True, 4, "b4"), (512, 1, 2, True, 4)]),
-    "rms65536": ("rmsnorm", DType.BF16, 65536, [(512, 1, 2, True, 4), (256, 1, 4, True, 4, "b6"),
-                                                 (256, 1, 4, True, 4, "b4")]),
-    "add65536": ("add+layernorm", DType.BF16, 65536, [(512, 1, 2, True, 4), (256, 1, 4, True, 4, "b4")]),
-    "lf65536": ("layernorm", DType.FP32, 65536, [(1024, 1, 2, True, 4), (512, 1, 4, True, 4, "b3")]),
+    # 0.925 / 0.883. Not committed. A sixth (copy 2984 GB/s), the committed tiles launched
+    # with more shared memory than they use (sK: less L1 for the per-column vectors, same
+    # two blocks per SM): LayerNorm + int8 32768 0.788 / s80 0.757 / s96 0.755 / s112 0.696,
+    # 65536 0.666 / s96 0.645 / s112 0.584, LayerNorm 32768 0.957 / s112 0.886. (A kernel
+    # keeping 6 of 8 vectors of a LayerNorm + quant row as floats, 112 KB a block, ran 0.70 /
+    # 0.61 at 32768 / 65536, its L1 loss larger than the recompute it saved: not committed.)
+    "q32768": ("layernorm+int8", DType.BF16, 32768,
+               [(512, 1, 1, True, 16, *p) for p in ((), ("s80",), ("s96",), ("s112",))]),
+    "q65536": ("layernorm+int8", DType.BF16, 65536, [(512, 1, 2, True, 4, *p) for p in ((), ("s96",), ("s112",))]),
+    "ln32768": ("layernorm", DType.BF16, 32768, [(512, 1, 1, True, 16, *p) for p in ((), ("s112",))]),
 }
 PATCHES = {  # name: [(old, new), ...]
     # staged rows loaded in batches of 8 vectors (4 with a residual) instead of 4 (2)
