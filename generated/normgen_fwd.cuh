@@ -132,6 +132,17 @@ template <typename T, int P, int V> struct Packed {
       w[i / 2] = i % 2 ? (w[i / 2] & 0xffffu) | (bits << 16) : bits;
     }
   }
+  // Vector i from p, cached in L2 only (ld.global.cg) where it is a 16-byte access: a row
+  // read once leaves L1 to the per-column vectors every row reads (see one_pass_staged).
+  __device__ __forceinline__ void load_past_l1(int i, const T* p) {
+    if constexpr (kVecBytes == 16) {
+      const uint4 q = __ldcg(reinterpret_cast<const uint4*>(p));
+      uint32_t* d = w + i * 4;
+      d[0] = q.x; d[1] = q.y; d[2] = q.z; d[3] = q.w;
+    } else {
+      load(i, p);
+    }
+  }
   // Vector i from floats (rounded to T); the word's other half is kept.
   __device__ __forceinline__ void set(int i, const float (&v)[V]) {
 #pragma unroll
@@ -921,13 +932,18 @@ template <class K, int P, int V> struct RowIn {
 };
 
 // Vector i of a thread's share of a row: x (and the residual) at column col of rows xr
-// (rr), or zeros for padding and rows past the end (!live).
-template <class K, int P, int V>
+// (rr), or zeros for padding and rows past the end (!live). kPastL1: loaded past L1.
+template <class K, int P, int V, bool kPastL1 = false>
 __device__ __forceinline__ void load_in(RowIn<K, P, V>& in, int i, const typename K::X* xr, const typename K::X* rr,
                                         i64 col, bool live) {
   if (live) {
-    in.x.load(i, xr + col);
-    if constexpr (K::kFusedAdd != 0) in.r.load(i, rr + col);
+    if constexpr (kPastL1) {
+      in.x.load_past_l1(i, xr + col);
+      if constexpr (K::kFusedAdd != 0) in.r.load_past_l1(i, rr + col);
+    } else {
+      in.x.load(i, xr + col);
+      if constexpr (K::kFusedAdd != 0) in.r.load(i, rr + col);
+    }
   } else {
     in.x.zero(i);
     if constexpr (K::kFusedAdd != 0) in.r.zero(i);
@@ -1123,6 +1139,9 @@ __device__ __forceinline__ void one_pass(const Params& p) {
 // residual's: 64 bytes in flight per thread at 16-byte vectors, within the 64 registers).
 // Few registers, so several blocks share an SM and hide each other's barrier waits. Each
 // thread reads back only the vectors it wrote: the staging needs no barriers of its own.
+// A LayerNorm + dynamic quant row is loaded past L1: its two output passes read the
+// per-column vectors (gamma and beta: 128 KB at 16-bit 32768) from L1, which shared memory
+// shrinks.
 // kKeep (LayerNorm's dynamic quant, K::kKeepOutputs): the row is staged as floats, and the
 // outputs computed for its absolute maximum replace it there for the stores (spec.tile
 // gives such blocks the float row's shared memory).
@@ -1133,6 +1152,10 @@ __device__ __forceinline__ void one_pass_staged(const Params& p) {
   constexpr bool kAdd = K::kFusedAdd != 0;
   constexpr bool kKeep = K::kKeepOutputs;
   constexpr int kPerBatch = kAdd ? 2 : 4;  // vectors: four loads with the residual's
+  // LayerNorm's dynamic quant reads the per-column vectors in two output passes: its row is
+  // loaded past L1 (elsewhere ptxas spilled 4-8 bytes for it: add + LayerNorm and RMSNorm
+  // at 65536-262144, RMSNorm's quant with an add)
+  constexpr bool kRowPastL1 = K::kQuant == Quant::DYNAMIC && !merged_max<K>();
   constexpr int kBatch = P < kPerBatch ? P : kPerBatch;
   static_assert(K::kRowsPerBlock == 1 && P % kBatch == 0, "staged tiles serve one row per block");
   constexpr int S = scratch_sets<K>();
@@ -1165,7 +1188,7 @@ __device__ __forceinline__ void one_pass_staged(const Params& p) {
       const auto batch_cols = row_cols<kFull>([=](int b) { return cols(i0 + b); }, n);
 #pragma unroll
       for (int b = 0; b < kBatch; ++b)
-        load_in<K, kBatch, V>(batch, b, xr, rr, batch_cols(b), batch_cols.inside(b));
+        load_in<K, kBatch, V, kRowPastL1>(batch, b, xr, rr, batch_cols(b), batch_cols.inside(b));
       if constexpr (K::kNorm == Norm::LAYERNORM) {
         if (i0 == 0) k = Pilot<K, V>::shift(p, xr, rr, n);  // read with the first batch
       }
