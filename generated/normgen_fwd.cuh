@@ -1154,8 +1154,9 @@ __device__ __forceinline__ void one_pass_staged(const Params& p) {
   constexpr int kPerBatch = kAdd ? 2 : 4;  // vectors: four loads with the residual's
   // LayerNorm's dynamic quant reads the per-column vectors in two output passes: its row is
   // loaded past L1 (elsewhere ptxas spilled 4-8 bytes for it: add + LayerNorm and RMSNorm
-  // at 65536-262144, RMSNorm's quant with an add)
-  constexpr bool kRowPastL1 = K::kQuant == Quant::DYNAMIC && !merged_max<K>();
+  // at 65536-262144, RMSNorm's quant with an add, and fp32 columns beside a 16-bit row)
+  constexpr bool kRowPastL1 =
+      K::kQuant == Quant::DYNAMIC && !merged_max<K>() && sizeof(typename K::W) == sizeof(X);
   constexpr int kBatch = P < kPerBatch ? P : kPerBatch;
   static_assert(K::kRowsPerBlock == 1 && P % kBatch == 0, "staged tiles serve one row per block");
   constexpr int S = scratch_sets<K>();
