@@ -166,6 +166,8 @@ def test_stage_bytes_and_residency(name, stage_bytes, blocks):
     ("layernorm_fwd_bf16_add1_dqint8_syfp32_nb32768_1p_v8", False),  # spills, with the add
     ("layernorm_fwd_bf16_smfp32_dqfp8_syfp32_nb65536_1p_v8", False),  # or a smooth scale
     ("layernorm_fwd_bf16_dqfp8_syfp32_nb65536_1p_v4", False),  # or narrower vectors
+    ("layernorm_fwd_fp16_dqint8_syfp32_nb32768_1p_v8_mv", False),  # or mean/rstd
+    ("layernorm_fwd_fp32_dqint8_syfp32_nb65536_1p_v4", True),
     ("rmsnorm_fwd_bf16_xb_nb65536_1p_v8", False),
     ("rmsnorm_fwd_bf16_add1_dqfp8_syfp32_nb32768_1p_v8", True),  # gamma and the residual
     ("rmsnorm_fwd_bf16_add1_smfp32_dqint8_syfp32_nb65536_1p_v8", False),  # and a smooth scale
