@@ -113,11 +113,15 @@ template <typename T, int P, int V> struct Packed {
     for (int j = 0; j < V; ++j) d[j] = get(i, j);
   }
   // Vector i from p; vectors are loaded in ascending i (a 2-byte vector shares its word).
+  // kPastL1: 16-byte accesses cached in L2 only (ld.global.cg), for a row read once, which
+  // leaves L1 to the per-column vectors every row reads (see one_pass_staged).
+  template <bool kPastL1 = false>
   __device__ __forceinline__ void load(int i, const T* p) {
     if constexpr (kVecBytes >= 16) {
 #pragma unroll
       for (int c = 0; c < kVecBytes / 16; ++c) {
-        const uint4 q = reinterpret_cast<const uint4*>(p)[c];
+        const uint4* at = reinterpret_cast<const uint4*>(p) + c;
+        const uint4 q = kPastL1 ? __ldcg(at) : *at;
         uint32_t* d = w + i * kVecBytes / 4 + 4 * c;
         d[0] = q.x; d[1] = q.y; d[2] = q.z; d[3] = q.w;
       }
@@ -130,17 +134,6 @@ template <typename T, int P, int V> struct Packed {
     } else {
       const uint32_t bits = *reinterpret_cast<const unsigned short*>(p);
       w[i / 2] = i % 2 ? (w[i / 2] & 0xffffu) | (bits << 16) : bits;
-    }
-  }
-  // Vector i from p, cached in L2 only (ld.global.cg) where it is a 16-byte access: a row
-  // read once leaves L1 to the per-column vectors every row reads (see one_pass_staged).
-  __device__ __forceinline__ void load_past_l1(int i, const T* p) {
-    if constexpr (kVecBytes == 16) {
-      const uint4 q = __ldcg(reinterpret_cast<const uint4*>(p));
-      uint32_t* d = w + i * 4;
-      d[0] = q.x; d[1] = q.y; d[2] = q.z; d[3] = q.w;
-    } else {
-      load(i, p);
     }
   }
   // Vector i from floats (rounded to T); the word's other half is kept.
@@ -937,13 +930,8 @@ template <class K, int P, int V, bool kPastL1 = false>
 __device__ __forceinline__ void load_in(RowIn<K, P, V>& in, int i, const typename K::X* xr, const typename K::X* rr,
                                         i64 col, bool live) {
   if (live) {
-    if constexpr (kPastL1) {
-      in.x.load_past_l1(i, xr + col);
-      if constexpr (K::kFusedAdd != 0) in.r.load_past_l1(i, rr + col);
-    } else {
-      in.x.load(i, xr + col);
-      if constexpr (K::kFusedAdd != 0) in.r.load(i, rr + col);
-    }
+    in.x.template load<kPastL1>(i, xr + col);
+    if constexpr (K::kFusedAdd != 0) in.r.template load<kPastL1>(i, rr + col);
   } else {
     in.x.zero(i);
     if constexpr (K::kFusedAdd != 0) in.r.zero(i);
@@ -980,12 +968,12 @@ __device__ __forceinline__ void fuse_row(RowIn<K, P, V>& in, const Params& p, co
 // deviation of the mean, and share_stats sums the rare row where it is not again. (Rows of
 // one block: warp_shift.)
 template <class K, int V> struct Pilot {
-  static constexpr int kVecs = V * sizeof(typename K::X) >= 16 ? 1 : 16 / (V * static_cast<int>(sizeof(typename K::X)));
+  using X = typename K::X;
+  static constexpr int kVecs = V * sizeof(X) >= 16 ? 1 : 16 / (V * static_cast<int>(sizeof(X)));
   static constexpr int kCols = kVecs * V;  // 16 bytes of x
 
   // The shift of the row at xr (residual rr) of n columns (whole vectors: V divides n).
-  __device__ __forceinline__ static float shift(const Params& p, const typename K::X* xr,
-                                                const typename K::X* rr, int n) {
+  __device__ __forceinline__ static float shift(const Params& p, const X* xr, const X* rr, int n) {
     RowIn<K, kVecs, V> in;
     const auto cols = row_cols<false>([](int i) { return i * V; }, n);
 #pragma unroll

@@ -188,6 +188,13 @@ CALLS = {
 _DTYPES = {"bfloat16": DType.BF16, "float16": DType.FP16, "float32": DType.FP32}
 
 
+def call_spec(op: str, x: DType) -> KernelSpec:
+    """The instance fields of op's normgen call on x rows (x's weights), as dispatch sees them:
+    pipeline, bucket and vector width are placeholders that dispatch.choose fills in."""
+    norm, fields = CALLS[op]
+    return KernelSpec(norm, x, x, **dict(dict(out=x), **fields), pipeline=Pipeline.TWO_PASS, bucket=None, vec=1)
+
+
 def prebuild(quick: bool, ops) -> int:
     """Compile every instance the run will call (16-byte aligned rows), in parallel, before
     anything is timed: the run's wall time is then timing, not NVRTC."""
@@ -196,11 +203,8 @@ def prebuild(quick: bool, ops) -> int:
     specs = set()
     for op in ops:
         dtypes, op_ns, *_ = OPS[op]
-        norm, fields = CALLS[op]
         for dtype in dtypes:
-            x = _DTYPES[dtype]
-            call = KernelSpec(norm, x, x, **dict(dict(out=x), **fields), pipeline=Pipeline.TWO_PASS, bucket=None,
-                              vec=1)
+            call = call_spec(op, _DTYPES[dtype])
             specs.update(dispatch.choose(call, n, 8) for n in (op_ns[::2] if quick else op_ns))
     runtime.build(sorted(specs, key=str), dispatch.GENERATED_DIR, runtime.device_arch(0))
     return len(specs)

@@ -125,12 +125,12 @@ class KernelSpec:
     @property
     def min_blocks_per_sm(self) -> int:
         """__launch_bounds__' residency target: the tile's (its register budget, see
-        tiles.Tile.min_blocks_per_sm). Staged blocks with an x-bias loaded beside each batch,
-        or a dynamic quant over narrow vectors (many addresses per thread), spilled 8-36
-        bytes at 64 registers (ptxas, every norm and precision), so those instances are
-        built for half as many blocks. Unfused fp32 LayerNorm rows of 32 elements per thread in a
-        512-thread block hold neither their per-column vectors nor a prefetched row (the
-        template's register budgets), and fit the 64 registers of two blocks per SM: at
+        tiles.Tile.min_blocks_per_sm). Staged blocks with an x-bias loaded beside each
+        batch, or a dynamic quant over narrow vectors (many addresses per thread), spilled
+        8-36 bytes at 64 registers (ptxas, every norm and precision), so those instances are
+        built for half as many blocks. Unfused fp32 LayerNorm rows of 32 elements per thread
+        in a 512-thread block hold neither their per-column vectors nor a prefetched row
+        (the template's register budgets), and fit the 64 registers of two blocks per SM: at
         16384 on an H100, 0.91 -> 0.945 of copy (every fused variant, and RMSNorm, spills
         there)."""
         t = self.tile

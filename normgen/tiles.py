@@ -19,21 +19,21 @@ from .types import DType
 
 # element bytes -> bucket (largest N served) -> (threads per row per block, rows per block,
 # blocks per row (cluster size), staged[, registers a thread of a plain row: Tile.registers'
-# default where left out]). Threads per row are a power of two (32-lane warps). Staged tiles keep each
-# block's share of the row in shared memory instead of registers (32-128 KB): blocks then
-# need few registers, several fit on an SM, and one block's barrier waits overlap another's
-# memory traffic. Staged rows take as few blocks per row as fit: a block barrier costs less
-# than a cluster's. Measured on an H100 (scripts/tune_tiles.py, M x N = 2^27, ratio to
-# copy): 16-bit 32768 in one 512-thread block against a cluster of two 256-thread blocks,
-# LayerNorm 0.933 -> 0.950-0.956, RMSNorm 0.952 -> 0.980, add + LayerNorm 0.946 -> 0.965,
-# add + RMSNorm 0.958 -> 0.984, RMSNorm + fp8 0.925 -> 0.958, LayerNorm + int8 0.728 ->
-# 0.795-0.809; fp32 LayerNorm 32768 over two 512-thread blocks 0.948-0.953 against one
-# 1024-thread block in registers 0.916-0.923, 65536 over two 1024-thread blocks 0.921-0.935
-# against eight of 256 0.911-0.918, 262144 over eight 1024-thread blocks (128 KB each)
-# 0.782-0.786 against two-pass 0.55. Each thread stages 8 vectors: at 16 (half the threads)
-# every op fell to 0.61-0.78, one more batch of loads (one more DRAM round trip) per row.
-# 1024-thread blocks have 64 registers a thread: with an x-bias and a fused add they spill
-# (spec.invalid_reason sends those to the next instance).
+# default where left out]). Threads per row are a power of two (32-lane warps). Staged tiles
+# keep each block's share of the row in shared memory instead of registers (32-128 KB):
+# blocks then need few registers, several fit on an SM, and one block's barrier waits
+# overlap another's memory traffic. Staged rows take as few blocks per row as fit: a block
+# barrier costs less than a cluster's. Measured on an H100 (scripts/tune_tiles.py, M x N =
+# 2^27, ratio to copy): 16-bit 32768 in one 512-thread block against a cluster of two
+# 256-thread blocks, LayerNorm 0.933 -> 0.950-0.956, RMSNorm 0.952 -> 0.980, add + LayerNorm
+# 0.946 -> 0.965, add + RMSNorm 0.958 -> 0.984, RMSNorm + fp8 0.925 -> 0.958, LayerNorm +
+# int8 0.728 -> 0.795-0.809; fp32 LayerNorm 32768 over two 512-thread blocks 0.948-0.953
+# against one 1024-thread block in registers 0.916-0.923, 65536 over two 1024-thread blocks
+# 0.921-0.935 against eight of 256 0.911-0.918, 262144 over eight 1024-thread blocks (128 KB
+# each) 0.782-0.786 against two-pass 0.55. Each thread stages 8 vectors: at 16 (half the
+# threads) every op fell to 0.61-0.78, one more batch of loads (one more DRAM round trip)
+# per row. 1024-thread blocks have 64 registers a thread: with an x-bias and a fused add
+# they spill (spec.invalid_reason sends those to the next instance).
 #
 # Plain rows (no fused add, x-bias or quant) over clusters of eight of 16-bit types are
 # built for 40 registers a thread instead of 64 (for three 512-thread or six 256-thread
@@ -116,7 +116,7 @@ class Tile:
     repeat: int  # accesses per thread per row (one-pass) or per chunk (two-pass)
     cluster: int = 1  # blocks per row
     stage_bytes: int = 0  # shared memory holding each block's share of the row (0: registers)
-    registers: int = 128  # the most a thread may use (ptxas' budget, from min_blocks_per_sm)
+    registers: int = 128  # a thread's register budget (min_blocks_per_sm: __launch_bounds__)
 
     @property
     def block_threads(self) -> int:

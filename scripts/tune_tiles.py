@@ -15,11 +15,11 @@ CANDIDATES holds the last experiment run."""
 import re
 import sys
 import tempfile
+from dataclasses import replace
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from normgen import bench, codegen, dispatch, runtime, tiles  # noqa: E402
-from normgen.spec import KernelSpec  # noqa: E402
 from normgen.types import DType, Pipeline  # noqa: E402
 
 F = "full"
@@ -131,8 +131,7 @@ PATCHES = {  # name: [(old, new), ...]
               "if constexpr (sizeof(r) == 16) __stcs(reinterpret_cast<uint4*>(p + c), *reinterpret_cast<uint4*>(&r));"
               " else *reinterpret_cast<Pack<T, A>*>(p + c) = r;")],
     # x loaded with the streaming hint (ld.global.cs)
-    "ldcs": [("const uint4 q = reinterpret_cast<const uint4*>(p)[c];",
-              "const uint4 q = __ldcs(reinterpret_cast<const uint4*>(p) + c);")],
+    "ldcs": [("const uint4 q = kPastL1 ? __ldcg(at) : *at;", "const uint4 q = kPastL1 ? __ldcg(at) : __ldcs(at);")],
     # rows keep their held 16-bit columns as floats (unless the compiler packs them itself)
     "nopack": [("if constexpr (kHold && K::kPackColumns) c.keep_packed();", "")],
     # unfused rows keep their held 16-bit columns packed too (tiles.pack_columns): all, or beta only
@@ -179,9 +178,7 @@ def time_candidate(op, x, n, cand, ins, ceiling):
     tiles.ONE_PASS_MAX_N[x] = max(saved[2], n)  # a candidate may take a row past the one-pass range
     tiles.QUANT_LN_TILES.get(x.itemsize, {}).pop(n, None)  # the candidate serves LayerNorm + quant too
     try:
-        norm, fields = bench.CALLS[op]
-        fields = dict(dict(out=x), **fields)
-        spec = KernelSpec(norm, x, x, pipeline=Pipeline.ONE_PASS, bucket=n, vec=x.vmax, **fields)
+        spec = replace(bench.call_spec(op, x), pipeline=Pipeline.ONE_PASS, bucket=n, vec=x.vmax)
         folder = Path(tempfile.mkdtemp())
         codegen.write(folder, patched(codegen.outputs([spec]), patch))
         dispatch.use_generated(folder, registry={spec.key: spec.name})

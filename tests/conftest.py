@@ -32,11 +32,11 @@ def shard_of(option: str) -> tuple[int, int]:
     """(K, N) from --shard's "K/N"; ValueError naming the option otherwise."""
     try:
         k, n = (int(v) for v in option.split("/"))
+        if 0 <= k < n:
+            return k, n
     except ValueError:
-        raise ValueError(f"--shard must be K/N with integers 0 <= K < N, not {option!r}") from None
-    if not 0 <= k < n:
-        raise ValueError(f"--shard must be K/N with integers 0 <= K < N, not {option!r}")
-    return k, n
+        pass
+    raise ValueError(f"--shard must be K/N with integers 0 <= K < N, not {option!r}")
 
 
 def pytest_collection_modifyitems(config, items):
