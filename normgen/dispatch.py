@@ -231,8 +231,9 @@ def layernorm(x, gamma, beta=None, *, eps: float = 1e-5, residual=None,
 
     x: (..., N) CUDA array, float32/float16/bfloat16 (CuPy, torch, or any CUDA Array
     Interface / DLPack object); rows may be strided, the last dimension must be contiguous.
-    gamma, beta: (N,), x's dtype or float32 (beta may be None). residual: x's shape and
-    dtype; x_bias: (N,), x's dtype. Statistics are accumulated in float32.
+    gamma, beta: (N,), x's dtype or float32; either may be None (no scale, no shift).
+    residual: x's shape and dtype; x_bias: (N,), x's dtype. Statistics are accumulated in
+    float32.
 
     quant: None, "int8" or "fp8_e4m3". With quant_scale (a one-element float32 device
     array) the codes are y / quant_scale (static); without it, each row gets the scale

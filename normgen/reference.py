@@ -108,7 +108,8 @@ def stats(norm: str, h64: np.ndarray, eps: float):
 
 def normalized(norm: str, h, gamma, beta, eps, weight_offset=0.0) -> np.ndarray:
     """The float64 outputs before smoothing and rounding: LayerNorm (h - mean) * rstd *
-    gamma + beta; RMSNorm h * rstd * (gamma + weight_offset), gamma None meaning 1."""
+    gamma + beta; RMSNorm h * rstd * (gamma + weight_offset); gamma None meaning 1, beta
+    None 0."""
     h64 = np.asarray(h, dtype=np.float64)
     return _apply(norm, h64, *stats(norm, h64, eps), gamma, beta, weight_offset)
 
@@ -118,7 +119,9 @@ def _apply(norm, h64, mean, rstd, gamma, beta, weight_offset):
         # gamma + weight_offset is added in float32, as the kernel (and Gemma) does
         w = 1.0 if gamma is None else (np.asarray(gamma, np.float32) + np.float32(weight_offset)).astype(np.float64)
         return h64 * rstd * w
-    y = (h64 - mean) * rstd * np.asarray(gamma, dtype=np.float64)
+    y = (h64 - mean) * rstd
+    if gamma is not None:  # None: no scale, as RMSNorm's
+        y = y * np.asarray(gamma, dtype=np.float64)
     return y if beta is None else y + np.asarray(beta, dtype=np.float64)
 
 

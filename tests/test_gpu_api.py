@@ -171,6 +171,24 @@ def test_beta_none_and_fp32_weights(seed):
     assert_close(y, cupy.asarray(want), DType.BF16, "beta None, fp32 gamma")
 
 
+@pytest.mark.parametrize("given", ["gamma", "beta", "neither"])
+def test_staged_quant_without_gamma_or_beta(given, seed):
+    """LayerNorm + dynamic quant on staged rows (whose output passes load gamma and beta per
+    vector) with gamma or beta left out: no scale, no shift. A whole row and a ragged one."""
+    import cupy
+
+    for n in (32768, 30000):
+        x, g, b = expected(Case(DType.BF16, DType.BF16, n, 24, "offset", 0, seed)).xgb
+        g, b = (g if given == "gamma" else None), (b if given == "beta" else None)
+        out = normgen.layernorm(x, g, b, quant="int8")
+        host = [None if v is None else cupy.asnumpy(v) for v in (x, g, b)]
+        want = reference.layernorm(*host, 1e-5, quant="int8")
+        y64 = reference.normalized("layernorm", host[0], host[1], host[2], 1e-5)
+        what = f"N={n}, {given} given"
+        assert_scales(out.scale, want.scale, what)
+        assert_codes(out.y, y64 / cupy.asnumpy(out.scale).astype(np.float64)[:, None], DType.INT8, what)
+
+
 def test_misaligned_pointer_uses_a_narrower_instance(seed):
     import cupy
 

@@ -145,6 +145,14 @@ def test_rmsnorm_matches_a_formula_by_hand(n):
         assert rstd[i] == np.float32(r)
 
 
+def test_layernorm_gamma_and_beta_none_mean_scale_one_and_shift_zero():
+    x = np.linspace(-2, 3, 40, dtype=np.float32).reshape(2, 20).astype(np.float16)
+    ones, zeros = np.ones(20, np.float16), np.zeros(20, np.float16)
+    np.testing.assert_array_equal(reference.layernorm(x, None), reference.layernorm(x, ones, zeros))
+    g = np.linspace(0.5, 2, 20).astype(np.float16)
+    np.testing.assert_array_equal(reference.layernorm(x, None, g), reference.layernorm(x, ones, g))
+
+
 def test_rmsnorm_gamma_none_and_weight_offset_in_float32():
     x = np.linspace(-2, 3, 40, dtype=np.float32).reshape(2, 20).astype(np.float16)
     np.testing.assert_array_equal(reference.rmsnorm(x), reference.rmsnorm(x, np.ones(20, np.float16)))
