@@ -16,19 +16,18 @@ struct Traits {
   static constexpr normgen::Quant kQuant = normgen::Quant::DYNAMIC;
   static constexpr bool kSmooth = false;
   static constexpr bool kSaveStats = false;
-  static constexpr int kThreadsPerRow = 512;
+  static constexpr int kThreadsPerRow = 1024;
   static constexpr int kRowsPerBlock = 1;
   static constexpr int kVec = 8;
   static constexpr int kRepeat = 8;
-  static constexpr int kCluster = 2;
+  static constexpr int kCluster = 1;
   static constexpr bool kStaged = true;
   static constexpr bool kPackColumns = false;
   static constexpr bool kKeepOutputs = false;
 };
 }  // namespace
 
-extern "C" __global__ void __launch_bounds__(512, 2)
-__cluster_dims__(2, 1, 1)
+extern "C" __global__ void __launch_bounds__(1024, 1)
 layernorm_fwd_fp16_add1_dqint8_syfp32_nb65536_1p_v8(const normgen::Params p) {
   normgen::norm_fwd<Traits, false>(p);
 }

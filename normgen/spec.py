@@ -62,13 +62,17 @@ class KernelSpec:
         and RMSNorm at 131072 and 262144 +0.01-0.02. Not for register-held rows (within noise
         there, and fp16 LayerNorm spills), nor for instances with an x-bias, nor for a
         dynamic quant with two or more of: a fused add, a smooth scale, vectors under 16
-        bytes, mean/rstd written, and either LayerNorm's beta or fp32 rows (half the
-        elements per address). Those spill under the staged 64-register budget (ptxas:
-        LayerNorm with an add or smooth scale 8-28 bytes, with mean/rstd 4-8, RMSNorm with
-        both 220-332, fp32 RMSNorm with either 4)."""
-        staged = self.pipeline == Pipeline.ONE_PASS and self.tile.stage_bytes > 0
+        bytes, mean/rstd written, either LayerNorm's beta or fp32 rows (half the elements
+        per address), and fp32 columns beside a 16-bit row in a 1024-thread block (64
+        registers whatever the residency). Those spill under the staged 64-register budget
+        (ptxas: LayerNorm with an add or smooth scale 8-28 bytes, with mean/rstd 4-8,
+        RMSNorm with both 220-332, fp32 RMSNorm with either 4, LayerNorm with fp32 columns
+        at 65536 8 under NVRTC 13.5)."""
+        t = self.tile
+        staged = self.pipeline == Pipeline.ONE_PASS and t.stage_bytes > 0
+        wide_columns = self.w.itemsize > self.x.itemsize and t.block_threads == 1024
         loads = ((self.fused_add != FusedAdd.NONE) + (self.smooth is not None) + (self.vec * self.x.itemsize < 16)
-                 + self.save_stats + (self.norm == Norm.LAYERNORM or self.x.itemsize == 4))
+                 + self.save_stats + (self.norm == Norm.LAYERNORM or self.x.itemsize == 4) + wide_columns)
         busy_quant = self.quant == Quant.DYNAMIC and loads >= 2
         return staged and not busy_quant and not self.x_bias
 

@@ -90,9 +90,13 @@ BUCKETS: tuple[int, ...] = tuple(sorted(set().union(*ONE_PASS_TILES.values())))
 # 1024-thread block instead of a cluster of two of 512 ran int8 0.663 -> 0.699-0.718, fp8
 # 0.668 -> 0.690, but spilled with fp32 weights (64 registers a thread): not taken. At
 # 8192 built for 48 registers, five blocks per SM instead of four: int8 0.863-0.871 ->
-# 0.886-0.895, fp8 0.866 -> 0.899 (40 registers, six blocks: 0.818, and spills).
+# 0.886-0.895, fp8 0.866 -> 0.899 (40 registers, six blocks: 0.818, and spills). At 65536
+# one 1024-thread block (128 KB of shared memory, one per SM) instead of a cluster of two
+# 512-thread blocks: no cluster barriers, and L1 keeps 124 KB beside the stage. Four runs
+# (tune_tiles, the ninth session): int8 0.659-0.671 -> 0.692-0.707, fp8 0.647-0.659 ->
+# 0.700; its whole-row kernel with fp32 columns spilled (spec.whole_row_kernel).
 QUANT_LN_TILES: dict[int, dict[int, tuple]] = {
-    2: {8192: (256, 1, 1, True, 48), 16384: (256, 1, 1, True)},
+    2: {8192: (256, 1, 1, True, 48), 16384: (256, 1, 1, True), 65536: (1024, 1, 1, True)},
 }
 
 # Two-pass: one row per block, streamed in chunks of threads * vec * repeat elements.

@@ -8,8 +8,10 @@ A candidate is (threads per row, rows per block, cluster, staged, grid, *patches
 one wave) or a number of waves (blocks the device holds at once; tiles.Tile.waves is the
 committed choice); patches name PATCHES entries, text replacements in the rendered header
 for trying a kernel change before making it, or are "bK": the kernel built for K resident
-blocks per SM (__launch_bounds__' second argument) instead of the spec's choice, or "sK":
-launched with K KB of shared memory per block (fewer blocks per SM). A candidate's tile gets
+blocks per SM (__launch_bounds__' second argument) instead of the spec's choice, "sK":
+launched with K KB of shared memory per block (fewer blocks per SM), "cK": launched
+preferring K% of L1 + shared memory as shared memory (fewer blocks per SM, the same L1 per
+block), or "nokeep": LayerNorm + quant's staged rows not kept as floats. A candidate's tile gets
 Tile.registers' default budget (64 registers staged, 128 in registers).
 CANDIDATES holds the last experiment run."""
 import re
@@ -23,6 +25,8 @@ from normgen import bench, codegen, dispatch, runtime, tiles  # noqa: E402
 from normgen.types import DType, Pipeline  # noqa: E402
 
 F = "full"
+KEEP_STAGE_BYTES = tiles.KEEP_STAGE_BYTES
+_PREFERRED_SHARED_MEMORY_CARVEOUT = 9  # CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT (percent)
 
 
 def cands(shapes, grids, *patches):
@@ -114,10 +118,24 @@ CANDIDATES = {  # name: (bench op, dtype, N, candidates)
     # 65536 0.666 / s96 0.645 / s112 0.584, LayerNorm 32768 0.957 / s112 0.886. (A kernel
     # keeping 6 of 8 vectors of a LayerNorm + quant row as floats, 112 KB a block, ran 0.70 /
     # 0.61 at 32768 / 65536, its L1 loss larger than the recompute it saved: not committed.)
-    "q32768": ("layernorm+int8", DType.BF16, 32768,
-               [(512, 1, 1, True, 16, *p) for p in ((), ("s80",), ("s96",), ("s112",))]),
-    "q65536": ("layernorm+int8", DType.BF16, 65536, [(512, 1, 2, True, 4, *p) for p in ((), ("s96",), ("s112",))]),
-    "ln32768": ("layernorm", DType.BF16, 32768, [(512, 1, 1, True, 16, *p) for p in ((), ("s112",))]),
+    # Ninth session, H100 (copy 2957-2974 GB/s), the committed tile first. 65536, one
+    # 1024-thread block (f"{op}{dtype}" groups, two runs) against the committed cluster of two
+    # 512-thread blocks: LayerNorm bf16 0.911-0.931 / 0.875-0.889, fp16 0.892-0.922 /
+    # 0.866-0.891, RMSNorm bf16 0.937-0.945 / 0.921-0.926, fp16 0.932-0.954 / 0.926-0.929, add +
+    # LayerNorm 0.939-0.940 / 0.905-0.913, add + RMSNorm 0.956-0.961 / 0.928-0.929, RMSNorm +
+    # fp8 0.885-0.887 / 0.856-0.864, LayerNorm + int8 0.668-0.670 / 0.695-0.705, + fp8
+    # 0.653-0.671 / 0.706-0.707 (three earlier runs alike, and the seventh session's): committed
+    # for LayerNorm + quant only (QUANT_LN_TILES). 16384 LayerNorm + int8 / fp8 (staged floats kept, three blocks
+    # per SM): c58 (two blocks, L1 124 KB) 0.776 / 0.773, nokeep (bf16 stage, four blocks)
+    # 0.863-0.877 / 0.867-0.870, nokeep + b5 0.845 / 0.844-0.845, against 0.866 / 0.867;
+    # 8192 nokeep 0.821-0.824, nokeep + b6 0.835-0.838, against 0.888-0.889. Template
+    # changes tried as patches and reverted, figures in docs/perf-notes.md "Ninth session".
+    "q16384": ("layernorm+int8", DType.BF16, 16384,
+               [(256, 1, 1, True, 16, *p) for p in ((), ("c58",), ("nokeep",), ("nokeep", "b5"))]),
+    "f16384": ("layernorm+fp8", DType.BF16, 16384,
+               [(256, 1, 1, True, 16, *p) for p in ((), ("c58",), ("nokeep",), ("nokeep", "b5"))]),
+    "q8192": ("layernorm+int8", DType.BF16, 8192,
+              [(256, 1, 1, True, 16, "b5", *p) for p in ((), ("nokeep",))] + [(256, 1, 1, True, 16, "nokeep", "b6")]),
 }
 PATCHES = {  # name: [(old, new), ...]
     # staged rows loaded in batches of 8 vectors (4 with a residual) instead of 4 (2)
@@ -138,6 +156,8 @@ PATCHES = {  # name: [(old, new), ...]
     "packcols": [("if constexpr (kHold && K::kPackColumns) c.keep_packed();", "if constexpr (kHold) c.keep_packed();")],
     "packb": [("if constexpr (kHold && K::kPackColumns) c.keep_packed();", "if constexpr (kHold) c.keep_packed();"),
               ('asm volatile("" : "+r"(g.w[k]));', "")],
+    # timing only (unsafe): gamma and beta taken as given (no test for a null pointer)
+    "nonull": [("if (p.gamma != nullptr) {", "if (true) {"), ("if (p.beta != nullptr) {", "if (true) {")],
     # no prefetch of the next row
     "nopf": [("constexpr bool kPrefetchRow = V > 1 &&", "constexpr bool kPrefetchRow = false &&")],
     # per-column vectors loaded per row, not held in registers
@@ -147,6 +167,8 @@ PATCHES = {  # name: [(old, new), ...]
 
 BLOCKS = re.compile(r"b(\d+)$")  # a residency patch: "b2" = built for 2 blocks per SM
 SHARED = re.compile(r"s(\d+)$")  # launched with this many KB of shared memory (to hold fewer blocks per SM)
+CARVEOUT = re.compile(r"c(\d+)$")  # launched preferring this percentage of L1 + shared memory as shared memory
+NOKEEP = "nokeep"  # LayerNorm + quant's staged rows not kept as floats (tiles.KEEP_STAGE_BYTES 0)
 
 
 def patched(files: dict, names) -> dict:
@@ -155,8 +177,8 @@ def patched(files: dict, names) -> dict:
     files = dict(files)
     header = files[codegen.HEADER]
     for name in names:
-        if SHARED.match(name):
-            continue  # applied at launch (time_candidate)
+        if SHARED.match(name) or CARVEOUT.match(name) or name == NOKEEP:
+            continue  # applied at launch, or to the tile (time_candidate)
         if m := BLOCKS.match(name):
             for f in files:
                 if f.endswith(".cu"):
@@ -177,6 +199,8 @@ def time_candidate(op, x, n, cand, ins, ceiling):
     tiles.ONE_PASS_TILES[x.itemsize][n] = (threads, rows, cluster, staged)
     tiles.ONE_PASS_MAX_N[x] = max(saved[2], n)  # a candidate may take a row past the one-pass range
     tiles.QUANT_LN_TILES.get(x.itemsize, {}).pop(n, None)  # the candidate serves LayerNorm + quant too
+    if NOKEEP in patch:
+        tiles.KEEP_STAGE_BYTES = 0
     try:
         spec = replace(bench.call_spec(op, x), pipeline=Pipeline.ONE_PASS, bucket=n, vec=x.vmax)
         folder = Path(tempfile.mkdtemp())
@@ -186,6 +210,8 @@ def time_candidate(op, x, n, cand, ins, ceiling):
         fn()
         (kernel,) = runtime._loaded.values()
         sms = torch.cuda.get_device_properties(0).multi_processor_count
+        for m in filter(None, map(CARVEOUT.match, patch)):  # undone below: CuPy reuses the module
+            runtime.driver.funcSetAttribute(kernel.func, _PREFERRED_SHARED_MEMORY_CARVEOUT, int(m[1]))
         for m in filter(None, map(SHARED.match, patch)):
             kernel.smem = int(m[1]) * 1024
             runtime.driver.funcSetAttribute(kernel.func, runtime._MAX_DYNAMIC_SHARED_SIZE_BYTES, kernel.smem)
@@ -204,6 +230,8 @@ def time_candidate(op, x, n, cand, ins, ceiling):
         dispatch._plans.clear()  # plans keep the grid they were made with
         regs = kernel.module.get_function(kernel.symbol).num_regs
         ms = bench.time_events(fn)
+        if any(map(CARVEOUT.match, patch)):
+            runtime.driver.funcSetAttribute(kernel.func, _PREFERRED_SHARED_MEMORY_CARVEOUT, -1)  # the default
         t = spec.tile
         print(f"{op:14s} {x.value} N={n:6d} threads={threads:4d} rows={rows} cluster={cluster} "
               f"staged={staged:d} grid={grid!s:4s} {'+'.join(patch):10s} P={t.repeat:2d} regs={regs:3d} "
@@ -216,6 +244,7 @@ def time_candidate(op, x, n, cand, ins, ceiling):
             del tiles.ONE_PASS_TILES[x.itemsize][n]
         tiles.QUANT_LN_TILES.get(x.itemsize, {}).update(saved[1])
         tiles.ONE_PASS_MAX_N[x] = saved[2]
+        tiles.KEEP_STAGE_BYTES = KEEP_STAGE_BYTES
         runtime._loaded.clear()
         runtime._module.cache_clear()
 
