@@ -86,15 +86,15 @@ BUCKETS: tuple[int, ...] = tuple(sorted(set().union(*ONE_PASS_TILES.values())))
 # instead of held in registers. Registers held these rows in one or two blocks per SM (118-128
 # registers); staged, three or four blocks share an SM. Measured on an H100 (bf16, int8 and
 # fp8, tune_tiles.py): 8192 0.86 -> 0.88-0.89, 16384 0.79-0.81 -> 0.87-0.88 of copy; at
-# 4096 no gain (0.92 -> 0.91), 512 threads at 8192 / 16384 0.67 / 0.80. At 65536 one
-# 1024-thread block instead of a cluster of two of 512 ran int8 0.663 -> 0.699-0.718, fp8
-# 0.668 -> 0.690, but spilled with fp32 weights (64 registers a thread): not taken. At
-# 8192 built for 48 registers, five blocks per SM instead of four: int8 0.863-0.871 ->
-# 0.886-0.895, fp8 0.866 -> 0.899 (40 registers, six blocks: 0.818, and spills). At 65536
-# one 1024-thread block (128 KB of shared memory, one per SM) instead of a cluster of two
-# 512-thread blocks: no cluster barriers, and L1 keeps 124 KB beside the stage. Four runs
-# (tune_tiles, the ninth session): int8 0.659-0.671 -> 0.692-0.707, fp8 0.647-0.659 ->
-# 0.700; its whole-row kernel with fp32 columns spilled (spec.whole_row_kernel).
+# 4096 no gain (0.92 -> 0.91), 512 threads at 8192 / 16384 0.67 / 0.80. At 8192 built for
+# 48 registers, five blocks per SM instead of four: int8 0.863-0.871 -> 0.886-0.895, fp8
+# 0.866 -> 0.899 (40 registers, six blocks: 0.818, and spills). At 65536 the row is staged
+# in bf16 by one 1024-thread block (128 KB of shared memory, one per SM) instead of a
+# cluster of two 512-thread blocks: no cluster barriers, and L1 keeps 124 KB beside the
+# stage. Seventh session: int8 0.663 -> 0.699-0.718, fp8 0.668 -> 0.690, set aside for a
+# spill with fp32 weights; ninth, three device calls (six passes, two of them over a kernel
+# variant since reverted): int8 0.659-0.671 -> 0.692-0.707, fp8 0.647-0.671 -> 0.700-0.707,
+# and that spill (the whole-row kernel's, under NVRTC 13.5) avoided by spec.whole_row_kernel.
 QUANT_LN_TILES: dict[int, dict[int, tuple]] = {
     2: {8192: (256, 1, 1, True, 48), 16384: (256, 1, 1, True), 65536: (1024, 1, 1, True)},
 }

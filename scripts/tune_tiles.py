@@ -124,7 +124,7 @@ CANDIDATES = {  # name: (bench op, dtype, N, candidates)
     # 0.866-0.891, RMSNorm bf16 0.937-0.945 / 0.921-0.926, fp16 0.932-0.954 / 0.926-0.929, add +
     # LayerNorm 0.939-0.940 / 0.905-0.913, add + RMSNorm 0.956-0.961 / 0.928-0.929, RMSNorm +
     # fp8 0.885-0.887 / 0.856-0.864, LayerNorm + int8 0.668-0.670 / 0.695-0.705, + fp8
-    # 0.653-0.671 / 0.706-0.707 (three earlier runs alike, and the seventh session's): committed
+    # 0.653-0.671 / 0.706-0.707 (two earlier calls alike, and the seventh session's): committed
     # for LayerNorm + quant only (QUANT_LN_TILES). 16384 LayerNorm + int8 / fp8 (staged floats kept, three blocks
     # per SM): c58 (two blocks, L1 124 KB) 0.776 / 0.773, nokeep (bf16 stage, four blocks)
     # 0.863-0.877 / 0.867-0.870, nokeep + b5 0.845 / 0.844-0.845, against 0.866 / 0.867;
