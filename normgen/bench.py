@@ -185,7 +185,7 @@ CALLS = {
     "layernorm+fp8": (Norm.LAYERNORM, dict(out=DType.FP8, quant=Quant.DYNAMIC, scale=DType.FP32)),
     "rmsnorm+fp8": (Norm.RMSNORM, dict(out=DType.FP8, quant=Quant.DYNAMIC, scale=DType.FP32)),
 }
-_DTYPES = {"bfloat16": DType.BF16, "float16": DType.FP16, "float32": DType.FP32}
+_DTYPES = {d.numpy.name: d for d in DType if d.is_float_input}  # "bfloat16" -> DType.BF16, ...
 
 
 def call_spec(op: str, x: DType) -> KernelSpec:

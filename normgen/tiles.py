@@ -217,12 +217,11 @@ def one_pass_tile(x: DType, bucket: int, vec: int, quant_ln: bool = False, fused
     register budgets (measured on plain rows) do not hold."""
     special = QUANT_LN_TILES.get(x.itemsize, {}) if quant_ln and vec == x.vmax else {}
     entry = special.get(bucket)
-    threads, rows, cluster, staged, *registers = entry or ONE_PASS_TILES[x.itemsize][bucket]
-    if fused and not entry:
-        registers = []
+    threads, rows, cluster, staged, *budget = entry or ONE_PASS_TILES[x.itemsize][bucket]
+    registers = budget[0] if budget and (entry or not fused) else 64 if staged else 128
     per_thread = bucket // (threads * cluster)
     t = Tile(threads, rows, vec, per_thread // vec, cluster, bucket // cluster * x.itemsize if staged else 0,
-             registers[0] if registers else 64 if staged else 128)
+             registers)
     return replace(t, stage_bytes=float_stage_bytes(t)) if staged and quant_ln and keeps_outputs(t) else t
 
 
