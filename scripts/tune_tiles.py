@@ -57,6 +57,23 @@ def quant_cands(n):
     return [(t, r, 1, False, 16, *((b,) if b else ())) for t, r, bs in shapes for b in (bs or (None,))]
 
 
+BLOCKS = re.compile(r"b(\d+)$")  # a residency patch: "b2" = built for 2 blocks per SM
+SHARED = re.compile(r"s(\d+)$")  # launched with this many KB of shared memory (to hold fewer blocks per SM)
+CARVEOUT = re.compile(r"c(\d+)$")  # launched preferring this percentage of L1 + shared memory as shared memory
+NOKEEP = "nokeep"  # LayerNorm + quant's staged rows not kept as floats (tiles.KEEP_STAGE_BYTES 0)
+
+
+def committed(op, x, n, *patches):
+    """The committed tile of op's instance at N as a candidate (its register budget as a
+    residency patch where it is not the default one), with patches after it."""
+    spec = replace(bench.call_spec(op, x), pipeline=Pipeline.ONE_PASS, bucket=n, vec=x.vmax)
+    t = spec.tile
+    default = replace(t, registers=64 if t.stage_bytes else 128)
+    budget = () if spec.min_blocks_per_sm == default.min_blocks_per_sm or any(map(BLOCKS.match, patches)) else (
+        f"b{spec.min_blocks_per_sm}",)
+    return (t.threads_per_row, t.rows_per_block, t.cluster, bool(t.stage_bytes), t.waves, *budget, *patches)
+
+
 CANDIDATES = {  # name: (bench op, dtype, N, candidates)
     # Staged rows in fewer blocks per row. H100, 2026-11-23 (two runs, copy 2963-2985 GB/s;
     # the committed tile first, then alternatives): 16-bit 32768 cluster of two 256-thread
@@ -130,12 +147,62 @@ CANDIDATES = {  # name: (bench op, dtype, N, candidates)
     # 0.863-0.877 / 0.867-0.870, nokeep + b5 0.845 / 0.844-0.845, against 0.866 / 0.867;
     # 8192 nokeep 0.821-0.824, nokeep + b6 0.835-0.838, against 0.888-0.889. Template
     # changes tried as patches and reverted, figures in docs/perf-notes.md "Ninth session".
-    "q16384": ("layernorm+int8", DType.BF16, 16384,
-               [(256, 1, 1, True, 16, *p) for p in ((), ("c58",), ("nokeep",), ("nokeep", "b5"))]),
-    "f16384": ("layernorm+fp8", DType.BF16, 16384,
-               [(256, 1, 1, True, 16, *p) for p in ((), ("c58",), ("nokeep",), ("nokeep", "b5"))]),
-    "q8192": ("layernorm+int8", DType.BF16, 8192,
-              [(256, 1, 1, True, 16, "b5", *p) for p in ((), ("nokeep",))] + [(256, 1, 1, True, 16, "nokeep", "b6")]),
+    # Tenth session, H100 (copy 2968 GB/s): a staged block's next row (its share) prefetched
+    # into L2 by one bulk prefetch after its row is staged (l2pf), the committed tile without
+    # it in the middle: LayerNorm bf16 65536 0.746-0.748 / 0.904, 131072 0.744-0.752 / 0.895,
+    # 262144 0.739-0.740 / 0.867, RMSNorm 65536 0.779-0.781 / 0.952, 262144 0.769 / 0.907, add
+    # + LayerNorm 65536 0.744-0.745 / 0.942, RMSNorm + fp8 65536 0.830-0.833 / 0.899, fp32
+    # LayerNorm 131072 0.726 / 0.876, LayerNorm + int8 16384 0.832-0.844 / 0.876, 32768
+    # 0.821-0.823 / 0.822, 65536 0.710-0.720 / 0.710, + fp8 65536 0.720 / 0.709: rejected.
+    # Register budgets where torch.compile leads (committed first): fp32 1024 0.979, b8 0.701,
+    # nopf + b8 0.857, nopf + b12 0.513, nopf + nohold + b16 0.632; 2048 0.968, b6 0.904, b8
+    # 0.711, nopf + b8 0.842, nopf + nohold + b16 0.701; 4096 0.963, b3 0.883, b4 0.697, nopf +
+    # b4 0.836, nopf + nohold + b8 0.690; 8192 0.962, b4 0.944, nopf + b4 0.944, nopf + nohold
+    # + b6 0.655; 16384 0.961, nopf + b3 0.624, nopf + nohold + b4 0.469; fp16 8192 0.971, b3
+    # 0.941, nopf + b4 0.901, nopf + nohold + b6 0.903; 16384 0.968, b2 0.405, nopf + b2 0.469,
+    # nopf + nohold + b3 0.899. The committed budgets stand.
+    # Rows in registers over a cluster (staged=False), as the 16-bit rows up to 16384 are held
+    # in one block (32 elements a thread), against the committed staged tiles (H100, copy 2980
+    # GB/s; committed first): LayerNorm bf16 65536 0.918 / 512 x 4 0.647 / 256 x 8 0.674;
+    # RMSNorm 65536 0.945 / 0.758 / 0.791; LayerNorm 131072 0.896 / 512 x 8 0.608 / 256 x 8
+    # 0.826; LayerNorm + int8 16384 0.873 / 256 x 2 0.485 / 128 x 4 0.477, 32768 0.833 / 512 x
+    # 2 0.442 / 256 x 4 0.458, 65536 0.704 / 512 x 4 0.394 / 256 x 8 0.426. (512 x 4 with b2,
+    # 1024 x 2 and 1024 x 4 spilled 296 bytes under NVRTC 13.5: not run.) Rejected.
+    **{f"reg{op}{x.value}{n}": (op, x, n, [committed(op, x, n)] + [(t, 1, c, False, 16, *p) for t, c, p in cs])
+       for op, x, n, cs in [
+           ("layernorm", DType.BF16, 65536, [(512, 4, ()), (256, 8, ())]),
+           ("rmsnorm", DType.BF16, 65536, [(512, 4, ()), (256, 8, ())]),
+           ("layernorm", DType.BF16, 131072, [(512, 8, ()), (256, 8, ())]),
+           ("layernorm+int8", DType.BF16, 16384, [(256, 2, ()), (128, 4, ())]),
+           ("layernorm+int8", DType.BF16, 32768, [(512, 2, ()), (256, 4, ())]),
+           ("layernorm+int8", DType.BF16, 65536, [(512, 4, ()), (256, 8, ())])]},
+    # The L2 prefetch again, only the next row's first batch (half the row) and issued after
+    # the statistics (l2pfout), with and without streaming stores (stcs), the committed tile
+    # first and last (H100, copy 2978 GB/s): LayerNorm bf16 65536 0.913-0.921 / l2pfout 0.779
+    # / stcs 0.916 / both 0.811; 131072 0.889-0.895 / 0.873 / 0.895 / 0.880; 262144
+    # 0.863-0.865 / 0.849 / 0.860 / 0.841; RMSNorm 65536 0.926-0.951 / 0.937 / 0.946 / 0.943;
+    # LayerNorm + int8 16384 0.874-0.875 / 0.863 / 0.873 / 0.883; 32768 0.831-0.834 / 0.832 /
+    # 0.833 / 0.836; 65536 0.706-0.707 / 0.715 / 0.707 / 0.715. Rejected: no gain beyond a
+    # run's spread anywhere, large losses on the cluster rows.
+    **{f"pf2{op}{x.value}{n}": (op, x, n, [committed(op, x, n, *p) for p in ((), ("l2pfout",), ("stcs",), ("l2pfout", "stcs"), ())])
+       for op, x, n in [("layernorm", DType.BF16, 65536), ("layernorm", DType.BF16, 131072),
+                        ("layernorm", DType.BF16, 262144), ("rmsnorm", DType.BF16, 65536),
+                        ("layernorm+int8", DType.BF16, 16384), ("layernorm+int8", DType.BF16, 32768),
+                        ("layernorm+int8", DType.BF16, 65536)]},
+    # Grids for the staged rows: one cluster (block) per row (full), about two rows each (r2)
+    # or 8 waves, against the committed waves (first and last; H100, copy 2984 GB/s): LayerNorm
+    # bf16 65536 0.908-0.909 / full 0.892 / r2 0.899 / 8 0.906; 131072 0.889-0.893 / 0.808 /
+    # 0.893 / 0.897; 262144 0.856-0.857 / 0.794 / 0.852 / 0.853; RMSNorm 131072 0.915-0.918 /
+    # 0.831 / 0.912 / 0.913; 262144 0.905-0.906 / 0.834 / 0.892 / 0.872; fp32 LayerNorm 262144
+    # 0.805-0.807 / 0.754 / 0.804 / 0.798; LayerNorm + int8 32768 0.831-0.832 / 0.826 / 0.804 /
+    # 0.813; 65536 0.701-0.703 / 0.694 / 0.713 / 0.722 (8 waves: two rows a block; r2 is
+    # nearly the same grid at 0.713, so within a run's spread). The committed grids stand.
+    **{f"grid{op}{x.value}{n}": (op, x, n, [committed(op, x, n)] + [
+        (lambda c: (*c[:4], g, *c[5:]))(committed(op, x, n)) for g in (F, "r2", 8)] + [committed(op, x, n)])
+       for op, x, n in [("layernorm", DType.BF16, 65536), ("layernorm", DType.BF16, 131072),
+                        ("layernorm", DType.BF16, 262144), ("rmsnorm", DType.BF16, 131072),
+                        ("rmsnorm", DType.BF16, 262144), ("layernorm", DType.FP32, 262144),
+                        ("layernorm+int8", DType.BF16, 32768), ("layernorm+int8", DType.BF16, 65536)]},
 }
 PATCHES = {  # name: [(old, new), ...]
     # staged rows loaded in batches of 8 vectors (4 with a residual) instead of 4 (2)
@@ -158,17 +225,51 @@ PATCHES = {  # name: [(old, new), ...]
               ('asm volatile("" : "+r"(g.w[k]));', "")],
     # timing only (unsafe): gamma and beta taken as given (no test for a null pointer)
     "nonull": [("if (p.gamma != nullptr) {", "if (true) {"), ("if (p.beta != nullptr) {", "if (true) {")],
+    # a staged block prefetches its next row (its share) into L2 once its row is staged
+    "l2pf": [("// ---- thread-block clusters (rows split over C blocks) ---",
+              "__device__ __forceinline__ void prefetch_l2(const void* p, i64 bytes) {\n"
+              "  const i64 a = static_cast<i64>(__cvta_generic_to_global(p));\n"
+              "  const i64 lo = (a + 15) & ~i64{15}, hi = (a + bytes) & ~i64{15};\n"
+              "  if (hi > lo) asm volatile(\"cp.async.bulk.prefetch.L2.global [%0], %1;\" ::\"l\"(lo),"
+              " \"r\"(static_cast<unsigned>(hi - lo)) : \"memory\");\n}\n"
+              "// ---- thread-block clusters (rows split over C blocks) ---"),
+             ("    auto load = [&](int i, float (&d)[V]) {\n      if constexpr (kKeep) {\n        floats.get(i, d);",
+              "    if (const i64 next = row + (C > 1 ? cluster_count() : gridDim.x); threadIdx.x == 0 && next < p.rows) {\n"
+              "      const i64 bytes = static_cast<i64>(n) * sizeof(X), rank = C > 1 ? cluster_rank() : 0;\n"
+              "      const i64 lo = bytes * rank / C, hi = bytes * (rank + 1) / C;\n"
+              "      prefetch_l2(reinterpret_cast<const char*>(static_cast<const X*>(p.x) +\n"
+              "                                                row_offset(next, p.inner, p.x_so, p.x_si)) + lo, hi - lo);\n"
+              "      if constexpr (kAdd)\n"
+              "        prefetch_l2(reinterpret_cast<const char*>(static_cast<const X*>(p.residual) +\n"
+              "                                                  row_offset(next, p.inner, p.r_so, p.r_si)) + lo, hi - lo);\n"
+              "    }\n"
+              "    auto load = [&](int i, float (&d)[V]) {\n      if constexpr (kKeep) {\n        floats.get(i, d);")],
+    # as l2pf, only the next row's first batch of loads, issued after the statistics (just
+    # before the output passes): a shorter prefetch distance, half the bytes
+    "l2pfout": [("// ---- thread-block clusters (rows split over C blocks) ---",
+                 "__device__ __forceinline__ void prefetch_l2(const void* p, i64 bytes) {\n"
+                 "  const i64 a = static_cast<i64>(__cvta_generic_to_global(p));\n"
+                 "  const i64 lo = (a + 15) & ~i64{15}, hi = (a + bytes) & ~i64{15};\n"
+                 "  if (hi > lo) asm volatile(\"cp.async.bulk.prefetch.L2.global [%0], %1;\" ::\"l\"(lo),"
+                 " \"r\"(static_cast<unsigned>(hi - lo)) : \"memory\");\n}\n"
+                 "// ---- thread-block clusters (rows split over C blocks) ---"),
+                ("    finish_row<K, P, V, false, kKeep, false, T, 1, C, U>(",
+                 "    if (const i64 next = row + (C > 1 ? cluster_count() : gridDim.x); threadIdx.x == 0 && next < p.rows) {\n"
+                 "      const i64 bytes = static_cast<i64>(n) * sizeof(X) * kBatch / P, rank = C > 1 ? cluster_rank() : 0;\n"
+                 "      const i64 lo = bytes * rank / C, hi = bytes * (rank + 1) / C;\n"
+                 "      prefetch_l2(reinterpret_cast<const char*>(static_cast<const X*>(p.x) +\n"
+                 "                                                row_offset(next, p.inner, p.x_so, p.x_si)) + lo, hi - lo);\n"
+                 "      if constexpr (kAdd)\n"
+                 "        prefetch_l2(reinterpret_cast<const char*>(static_cast<const X*>(p.residual) +\n"
+                 "                                                  row_offset(next, p.inner, p.r_so, p.r_si)) + lo, hi - lo);\n"
+                 "    }\n"
+                 "    finish_row<K, P, V, false, kKeep, false, T, 1, C, U>(")],
     # no prefetch of the next row
     "nopf": [("constexpr bool kPrefetchRow = V > 1 &&", "constexpr bool kPrefetchRow = false &&")],
     # per-column vectors loaded per row, not held in registers
     "nohold": [("constexpr bool kHold = V > 1 &&", "constexpr bool kHold = false &&")],
 }
 
-
-BLOCKS = re.compile(r"b(\d+)$")  # a residency patch: "b2" = built for 2 blocks per SM
-SHARED = re.compile(r"s(\d+)$")  # launched with this many KB of shared memory (to hold fewer blocks per SM)
-CARVEOUT = re.compile(r"c(\d+)$")  # launched preferring this percentage of L1 + shared memory as shared memory
-NOKEEP = "nokeep"  # LayerNorm + quant's staged rows not kept as floats (tiles.KEEP_STAGE_BYTES 0)
 
 
 def patched(files: dict, names) -> dict:
