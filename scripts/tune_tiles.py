@@ -204,6 +204,30 @@ CANDIDATES = {  # name: (bench op, dtype, N, candidates)
                         ("rmsnorm", DType.BF16, 262144), ("layernorm", DType.FP32, 262144),
                         ("layernorm+int8", DType.BF16, 32768), ("layernorm+int8", DType.BF16, 65536)]},
 }
+def l2_prefetch(before: str, fraction: str) -> list:
+    """Patches by which a staged block, just before the text `before`, prefetches into L2
+    its share of the first `fraction` of its next row (x's and the residual's), with one
+    bulk prefetch each (cp.async.bulk.prefetch.L2; 16-byte aligned words inside the range)."""
+    section = "// ---- thread-block clusters (rows split over C blocks) ---"
+    helper = (
+        "__device__ __forceinline__ void prefetch_l2(const void* p, i64 bytes) {\n"
+        "  const i64 a = static_cast<i64>(__cvta_generic_to_global(p));\n"
+        "  const i64 lo = (a + 15) & ~i64{15}, hi = (a + bytes) & ~i64{15};\n"
+        "  if (hi > lo) asm volatile(\"cp.async.bulk.prefetch.L2.global [%0], %1;\" ::\"l\"(lo),"
+        " \"r\"(static_cast<unsigned>(hi - lo)) : \"memory\");\n}\n")
+    prefetch = (
+        "    if (const i64 next = row + (C > 1 ? cluster_count() : gridDim.x); threadIdx.x == 0 && next < p.rows) {\n"
+        f"      const i64 bytes = static_cast<i64>(n) * sizeof(X){fraction}, rank = C > 1 ? cluster_rank() : 0;\n"
+        "      const i64 lo = bytes * rank / C, hi = bytes * (rank + 1) / C;\n"
+        "      prefetch_l2(reinterpret_cast<const char*>(static_cast<const X*>(p.x) +\n"
+        "                                                row_offset(next, p.inner, p.x_so, p.x_si)) + lo, hi - lo);\n"
+        "      if constexpr (kAdd)\n"
+        "        prefetch_l2(reinterpret_cast<const char*>(static_cast<const X*>(p.residual) +\n"
+        "                                                  row_offset(next, p.inner, p.r_so, p.r_si)) + lo, hi - lo);\n"
+        "    }\n")
+    return [(section, helper + section), (before, prefetch + before)]
+
+
 PATCHES = {  # name: [(old, new), ...]
     # staged rows loaded in batches of 8 vectors (4 with a residual) instead of 4 (2)
     "batch8": [("constexpr int kPerBatch = kAdd ? 2 : 4;", "constexpr int kPerBatch = kAdd ? 4 : 8;")],
@@ -226,44 +250,10 @@ PATCHES = {  # name: [(old, new), ...]
     # timing only (unsafe): gamma and beta taken as given (no test for a null pointer)
     "nonull": [("if (p.gamma != nullptr) {", "if (true) {"), ("if (p.beta != nullptr) {", "if (true) {")],
     # a staged block prefetches its next row (its share) into L2 once its row is staged
-    "l2pf": [("// ---- thread-block clusters (rows split over C blocks) ---",
-              "__device__ __forceinline__ void prefetch_l2(const void* p, i64 bytes) {\n"
-              "  const i64 a = static_cast<i64>(__cvta_generic_to_global(p));\n"
-              "  const i64 lo = (a + 15) & ~i64{15}, hi = (a + bytes) & ~i64{15};\n"
-              "  if (hi > lo) asm volatile(\"cp.async.bulk.prefetch.L2.global [%0], %1;\" ::\"l\"(lo),"
-              " \"r\"(static_cast<unsigned>(hi - lo)) : \"memory\");\n}\n"
-              "// ---- thread-block clusters (rows split over C blocks) ---"),
-             ("    auto load = [&](int i, float (&d)[V]) {\n      if constexpr (kKeep) {\n        floats.get(i, d);",
-              "    if (const i64 next = row + (C > 1 ? cluster_count() : gridDim.x); threadIdx.x == 0 && next < p.rows) {\n"
-              "      const i64 bytes = static_cast<i64>(n) * sizeof(X), rank = C > 1 ? cluster_rank() : 0;\n"
-              "      const i64 lo = bytes * rank / C, hi = bytes * (rank + 1) / C;\n"
-              "      prefetch_l2(reinterpret_cast<const char*>(static_cast<const X*>(p.x) +\n"
-              "                                                row_offset(next, p.inner, p.x_so, p.x_si)) + lo, hi - lo);\n"
-              "      if constexpr (kAdd)\n"
-              "        prefetch_l2(reinterpret_cast<const char*>(static_cast<const X*>(p.residual) +\n"
-              "                                                  row_offset(next, p.inner, p.r_so, p.r_si)) + lo, hi - lo);\n"
-              "    }\n"
-              "    auto load = [&](int i, float (&d)[V]) {\n      if constexpr (kKeep) {\n        floats.get(i, d);")],
+    "l2pf": l2_prefetch("    auto load = [&](int i, float (&d)[V]) {\n      if constexpr (kKeep) {\n", ""),
     # as l2pf, only the next row's first batch of loads, issued after the statistics (just
     # before the output passes): a shorter prefetch distance, half the bytes
-    "l2pfout": [("// ---- thread-block clusters (rows split over C blocks) ---",
-                 "__device__ __forceinline__ void prefetch_l2(const void* p, i64 bytes) {\n"
-                 "  const i64 a = static_cast<i64>(__cvta_generic_to_global(p));\n"
-                 "  const i64 lo = (a + 15) & ~i64{15}, hi = (a + bytes) & ~i64{15};\n"
-                 "  if (hi > lo) asm volatile(\"cp.async.bulk.prefetch.L2.global [%0], %1;\" ::\"l\"(lo),"
-                 " \"r\"(static_cast<unsigned>(hi - lo)) : \"memory\");\n}\n"
-                 "// ---- thread-block clusters (rows split over C blocks) ---"),
-                ("    finish_row<K, P, V, false, kKeep, false, T, 1, C, U>(",
-                 "    if (const i64 next = row + (C > 1 ? cluster_count() : gridDim.x); threadIdx.x == 0 && next < p.rows) {\n"
-                 "      const i64 bytes = static_cast<i64>(n) * sizeof(X) * kBatch / P, rank = C > 1 ? cluster_rank() : 0;\n"
-                 "      const i64 lo = bytes * rank / C, hi = bytes * (rank + 1) / C;\n"
-                 "      prefetch_l2(reinterpret_cast<const char*>(static_cast<const X*>(p.x) +\n"
-                 "                                                row_offset(next, p.inner, p.x_so, p.x_si)) + lo, hi - lo);\n"
-                 "      if constexpr (kAdd)\n"
-                 "        prefetch_l2(reinterpret_cast<const char*>(static_cast<const X*>(p.residual) +\n"
-                 "                                                  row_offset(next, p.inner, p.r_so, p.r_si)) + lo, hi - lo);\n"
-                 "    }\n"
-                 "    finish_row<K, P, V, false, kKeep, false, T, 1, C, U>(")],
+    "l2pfout": l2_prefetch("    finish_row<K, P, V, false, kKeep, false, T, 1, C, U>(", " * kBatch / P"),
     # no prefetch of the next row
     "nopf": [("constexpr bool kPrefetchRow = V > 1 &&", "constexpr bool kPrefetchRow = false &&")],
     # per-column vectors loaded per row, not held in registers
