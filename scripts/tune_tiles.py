@@ -63,15 +63,13 @@ CARVEOUT = re.compile(r"c(\d+)$")  # launched preferring this percentage of L1 +
 NOKEEP = "nokeep"  # LayerNorm + quant's staged rows not kept as floats (tiles.KEEP_STAGE_BYTES 0)
 
 
-def committed(op, x, n, *patches):
-    """The committed tile of op's instance at N as a candidate (its register budget as a
-    residency patch where it is not the default one), with patches after it."""
+def committed(op, x, n, *patches, grid=None):
+    """The committed tile of op's instance at N as a candidate: its grid (or `grid`), built
+    for its residency (a "bK" patch, unless `patches` name one), with `patches` after it."""
     spec = replace(bench.call_spec(op, x), pipeline=Pipeline.ONE_PASS, bucket=n, vec=x.vmax)
     t = spec.tile
-    default = replace(t, registers=64 if t.stage_bytes else 128)
-    budget = () if spec.min_blocks_per_sm == default.min_blocks_per_sm or any(map(BLOCKS.match, patches)) else (
-        f"b{spec.min_blocks_per_sm}",)
-    return (t.threads_per_row, t.rows_per_block, t.cluster, bool(t.stage_bytes), t.waves, *budget, *patches)
+    budget = () if any(map(BLOCKS.match, patches)) else (f"b{spec.min_blocks_per_sm}",)
+    return (t.threads_per_row, t.rows_per_block, t.cluster, bool(t.stage_bytes), grid or t.waves, *budget, *patches)
 
 
 CANDIDATES = {  # name: (bench op, dtype, N, candidates)
@@ -197,13 +195,14 @@ CANDIDATES = {  # name: (bench op, dtype, N, candidates)
     # 0.805-0.807 / 0.754 / 0.804 / 0.798; LayerNorm + int8 32768 0.831-0.832 / 0.826 / 0.804 /
     # 0.813; 65536 0.701-0.703 / 0.694 / 0.713 / 0.722 (8 waves: two rows a block; r2 is
     # nearly the same grid at 0.713, so within a run's spread). The committed grids stand.
-    **{f"grid{op}{x.value}{n}": (op, x, n, [committed(op, x, n)] + [
-        (lambda c: (*c[:4], g, *c[5:]))(committed(op, x, n)) for g in (F, "r2", 8)] + [committed(op, x, n)])
+    **{f"grid{op}{x.value}{n}": (op, x, n, [committed(op, x, n, grid=g) for g in (None, F, "r2", 8, None)])
        for op, x, n in [("layernorm", DType.BF16, 65536), ("layernorm", DType.BF16, 131072),
                         ("layernorm", DType.BF16, 262144), ("rmsnorm", DType.BF16, 131072),
                         ("rmsnorm", DType.BF16, 262144), ("layernorm", DType.FP32, 262144),
                         ("layernorm+int8", DType.BF16, 32768), ("layernorm+int8", DType.BF16, 65536)]},
 }
+
+
 def l2_prefetch(before: str, fraction: str) -> list:
     """Patches by which a staged block, just before the text `before`, prefetches into L2
     its share of the first `fraction` of its next row (x's and the residual's), with one
@@ -259,7 +258,6 @@ PATCHES = {  # name: [(old, new), ...]
     # per-column vectors loaded per row, not held in registers
     "nohold": [("constexpr bool kHold = V > 1 &&", "constexpr bool kHold = false &&")],
 }
-
 
 
 def patched(files: dict, names) -> dict:
