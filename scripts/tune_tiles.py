@@ -1,19 +1,21 @@
 """Time alternative one-pass tile shapes, grid sizes and kernel changes for chosen (benchmark
 op, dtype, N) on the GPU, without touching the committed table or template: each candidate
 is rendered into a scratch folder and dispatched from there. Usage (GPU machine):
-python scripts/tune_tiles.py [NAME ...] (names of CANDIDATES' groups; all by default).
+python scripts/tune_tiles.py [--rows K] [NAME ...] (names of CANDIDATES' groups; all by
+default), over M x N = 2^27 elements as the benchmark, or K times as many rows.
 
 A candidate is (threads per row, rows per block, cluster, staged, grid, *patches): grid is
 "full" (one block or cluster per row group), "rK" (about K row groups per block, at least
-one wave) or a number of waves (blocks the device holds at once; tiles.Tile.waves is the
+one wave), "gK" (K row groups: blocks or clusters) or a number of waves (blocks the device holds at once; tiles.Tile.waves is the
 committed choice); patches name PATCHES entries, text replacements in the rendered header
 for trying a kernel change before making it, or are "bK": the kernel built for K resident
 blocks per SM (__launch_bounds__' second argument) instead of the spec's choice, "sK":
 launched with K KB of shared memory per block (fewer blocks per SM), "cK": launched
 preferring K% of L1 + shared memory as shared memory (fewer blocks per SM, the same L1 per
 block), or "nokeep": LayerNorm + quant's staged rows not kept as floats. A candidate's tile gets
-Tile.registers' default budget (64 registers staged, 128 in registers).
-CANDIDATES holds the last experiment run."""
+Tile.registers' default budget (64 registers staged, 128 in registers). Clusters of more
+than 8 blocks (16: non-portable) are allowed at launch. CANDIDATES holds the last
+experiment run."""
 import re
 import sys
 import tempfile
@@ -27,6 +29,7 @@ from normgen.types import DType, Pipeline  # noqa: E402
 F = "full"
 KEEP_STAGE_BYTES = tiles.KEEP_STAGE_BYTES
 _PREFERRED_SHARED_MEMORY_CARVEOUT = 9  # CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT (percent)
+_NON_PORTABLE_CLUSTER_SIZE_ALLOWED = 14  # CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED (clusters of 16)
 
 
 def cands(shapes, grids, *patches):
@@ -200,6 +203,74 @@ CANDIDATES = {  # name: (bench op, dtype, N, candidates)
                         ("layernorm", DType.BF16, 262144), ("rmsnorm", DType.BF16, 131072),
                         ("rmsnorm", DType.BF16, 262144), ("layernorm", DType.FP32, 262144),
                         ("layernorm+int8", DType.BF16, 32768), ("layernorm+int8", DType.BF16, 65536)]},
+    # Eleventh session, H100 (copy 2961-2988 GB/s), the committed tile first. Staged rows
+    # streamed (streamK: patches/one_pass_streamed.cuh): persistent blocks (grid 1), a ring of
+    # bulk copies of K pieces a row (one thread issues each, an mbarrier completes it)
+    # refilled as the output pass frees each piece, the sums taken in a pass over the ring,
+    # and a block's columns contiguous so that its gamma and beta can stay in L1 (one
+    # 1024-thread block per SM: a 96 KB ring beside ~160 KB of L1 for 128 KB of columns).
+    # Predicted: DRAM streams through the reductions and output passes, LayerNorm + quant
+    # toward 0.85-0.90. Measured: slower everywhere. LayerNorm + int8 32768 0.818-0.834 / 1024
+    # threads s96 0.662, s128 0.614, stream2 0.636 / 512 threads b2 s64 0.675-0.680, s80 0.672,
+    # stream2 0.716 (grid 4: 0.695 / 0.729; 16: 0.651 / 0.683; these 512-thread kernels spill
+    # 16 bytes under NVRTC 13.5) / 256 threads b3 0.637; + fp8
+    # 0.818 / 0.660; 65536 (clusters of two) 0.699-0.707 / 1024 threads 0.476, g64 0.464, s128
+    # 0.470 / 512 threads b2 s64 0.577, s80 0.563; + fp8 0.717 / 0.477; RMSNorm + fp8 65536
+    # 0.899 / 0.704; LayerNorm 65536 0.903-0.912 / 1024 threads 0.842 / 512 threads b2 s64
+    # stream8 0.797, stream2 0.863 (grid 4: 0.876); RMSNorm 65536 0.932-0.938 / 0.788 / 0.843;
+    # LayerNorm 131072 0.899 / clusters of four 0.497; 262144 0.853-0.862 / 0.475-0.612. One
+    # 1024-thread block per SM streamed ran as fast as the same block staged by its own
+    # threads (0.662 / 0.657 at 32768 + int8): not the loads but the block's barriers and
+    # reductions, with nothing else on the SM, set its pace; at two blocks per SM each
+    # piece's barrier cost more than the copies saved (stream2 faster than stream8). Rejected.
+    **{f"stream{op}{n}": (op, DType.BF16, n, [committed(op, DType.BF16, n)] + cs)
+       for op, n, cs in [
+           ("layernorm+int8", 32768, [(1024, 1, 1, True, 1, "b1", "s96", "stream4"),
+                                      (512, 1, 1, True, 1, "b2", "s64", "stream8"),
+                                      (512, 1, 1, True, 1, "b2", "s64", "stream2"),
+                                      (512, 1, 1, True, 4, "b2", "s64", "stream2")]),
+           ("layernorm+int8", 65536, [(1024, 1, 2, True, 1, "b1", "s96", "stream4"),
+                                      (512, 1, 2, True, 1, "b2", "s64", "stream8")]),
+           ("layernorm", 65536, [(1024, 1, 2, True, 1, "b1", "s96", "stream4"),
+                                 (512, 1, 2, True, 4, "b2", "s64", "stream2")])]},
+    # Rows per launch: the committed tiles over the benchmark's rows and four times as many
+    # (--rows 4; two runs each, H100, copy 2973-2988 GB/s), x1 / x4: LayerNorm bf16 65536
+    # 0.904-0.913 / 0.916-0.942, 131072 0.888-0.892 / 0.904, 262144 0.855-0.862 / 0.878-0.879;
+    # RMSNorm 262144 0.892-0.896 / 0.943-0.949; fp32 LayerNorm 65536 0.911-0.924 / 0.943-0.949;
+    # LayerNorm + int8 32768 0.824-0.829 / 0.852-0.856, 65536 0.699-0.706 / 0.747-0.752;
+    # RMSNorm + fp8 65536 0.891-0.896 / 0.944-0.951. A cost of 7-14 us per launch (time(4M) -
+    # 4 time(M), over 3) in a ~200 us call: the last rows' tail -- a staged block's row takes
+    # ~10-18 us, with 17-45 MB of rows in flight -- which the copy, in 16-byte pieces, does
+    # not pay.
+    **{f"rows{op}{x.value}{n}": (op, x, n, [committed(op, x, n)])
+       for op, x, n in [("layernorm", DType.BF16, 65536), ("layernorm", DType.BF16, 131072),
+                        ("layernorm", DType.BF16, 262144), ("rmsnorm", DType.BF16, 262144),
+                        ("layernorm", DType.FP32, 65536), ("layernorm+int8", DType.BF16, 32768),
+                        ("layernorm+int8", DType.BF16, 65536), ("rmsnorm+fp8", DType.BF16, 65536)]},
+    # Against that tail, grids of exactly the clusters the device holds at once (gK, K from
+    # cuOccupancyMaxActiveClusters: 132 at 65536, 92 at 131072, 45 at 262144, 66 for fp32
+    # 65536) and 2-4 times as many, the committed 4 waves first and last (H100, copy 2966
+    # GB/s): LayerNorm bf16 65536 0.881-0.905 / x1 0.834 / x2 0.894 / x3 0.884 / x4 0.904;
+    # RMSNorm 65536 0.931-0.934 / 0.923 / 0.933 / 0.922 / 0.931; LayerNorm 131072 0.889 /
+    # 0.882 / 0.887 / 0.890 / 0.891; 262144 0.867-0.868 / 0.865 / 0.873 / 0.876 / 0.878;
+    # RMSNorm 262144 0.898-0.905 / 0.918 / 0.911 / 0.918 / 0.911; RMSNorm + fp8 65536
+    # 0.891-0.894 / 0.884 / 0.895 / 0.883 / 0.892; fp32 LayerNorm 65536 0.919-0.922 / 0.914 /
+    # 0.922 / 0.925 / 0.922; add + LayerNorm 65536 0.947-0.952 / 0.935 / 0.950 / 0.942 / 0.945:
+    # within a run's spread but RMSNorm 262144 (+0.01-0.02, one run). And fewer rows in
+    # flight, each over more blocks (clusters of 4 at 65536, 16 -- non-portable -- at
+    # 131072-262144): LayerNorm bf16 262144 0.850-0.861 / 16 x 512 0.830 / 16 x 256 0.867;
+    # RMSNorm 262144 0.881 / 16 x 512 0.854; LayerNorm 131072 0.886 / 8 x 512 0.858 / 16 x 256
+    # 0.866; 65536 0.895-0.920 / 4 x 512 b2 0.865, b3 0.881; RMSNorm 65536 0.941 / 0.914; add +
+    # LayerNorm 65536 0.942 / 0.908; fp32 LayerNorm 65536 0.933 / 4 x 512 0.910; fp32 262144
+    # 0.800 / 16 x 1024 0.679: larger clusters' barriers cost more than the shorter tail
+    # saves. Nothing committed.
+    **{f"wide{op}{x.value}{n}": (op, x, n, [committed(op, x, n)] + cs)
+       for op, x, n, cs in [
+           ("layernorm", DType.BF16, 262144, [(512, 1, 16, True, 4, "b3"), (256, 1, 16, True, 4, "b6")]),
+           ("rmsnorm", DType.BF16, 262144, [(512, 1, 16, True, 4, "b3")]),
+           ("layernorm", DType.BF16, 131072, [(512, 1, 8, True, 4, "b3"), (256, 1, 16, True, 4, "b6")]),
+           ("layernorm", DType.BF16, 65536, [(512, 1, 4, True, 4, "b2"), (512, 1, 4, True, 4, "b3")]),
+           ("layernorm", DType.FP32, 65536, [(512, 1, 4, True, 4, "b2")])]},
 }
 
 
@@ -225,6 +296,14 @@ def l2_prefetch(before: str, fraction: str) -> list:
         "                                                  row_offset(next, p.inner, p.r_so, p.r_si)) + lo, hi - lo);\n"
         "    }\n")
     return [(section, helper + section), (before, prefetch + before)]
+
+
+def streamed(pieces: int) -> list:
+    """Patches by which staged rows run one_pass_streamed (an experiment kept outside the
+    template, in patches/) with a block's share of a row in `pieces` pieces."""
+    section = "// ---- two-pass: statistics over the streamed row"
+    text = (Path(__file__).parent / "patches" / "one_pass_streamed.cuh").read_text().replace("PIECES", str(pieces))
+    return [(section, text + section), ("one_pass_staged<K, kFull>(q);", "one_pass_streamed<K, kFull>(q);")]
 
 
 PATCHES = {  # name: [(old, new), ...]
@@ -253,6 +332,9 @@ PATCHES = {  # name: [(old, new), ...]
     # as l2pf, only the next row's first batch of loads, issued after the statistics (just
     # before the output passes): a shorter prefetch distance, half the bytes
     "l2pfout": l2_prefetch("    finish_row<K, P, V, false, kKeep, false, T, 1, C, U>(", " * kBatch / P"),
+    # staged rows streamed by persistent blocks through a ring of bulk copies, a block's share
+    # of a row in 2, 4 or 8 pieces (patches/one_pass_streamed.cuh; launch with grid 1 and "sK")
+    **{f"stream{k}": streamed(k) for k in (2, 4, 8)},
     # no prefetch of the next row
     "nopf": [("constexpr bool kPrefetchRow = V > 1 &&", "constexpr bool kPrefetchRow = false &&")],
     # per-column vectors loaded per row, not held in registers
@@ -295,6 +377,11 @@ def time_candidate(op, x, n, cand, ins, ceiling):
         folder = Path(tempfile.mkdtemp())
         codegen.write(folder, patched(codegen.outputs([spec]), patch))
         dispatch.use_generated(folder, registry={spec.key: spec.name})
+        if cluster > 8:  # a non-portable cluster size: allowed per kernel before its first launch
+            module = runtime._module(spec, folder, torch.cuda.current_device())
+            for symbol, _ in spec.kernels:
+                runtime.driver.funcSetAttribute(module.get_function(symbol).kernel.ptr,
+                                                _NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1)
         fn = bench.OPS[op][2](*ins)["normgen"]
         fn()
         (kernel,) = runtime._loaded.values()
@@ -312,6 +399,8 @@ def time_candidate(op, x, n, cand, ins, ceiling):
         per_sm = runtime.driver.occupancyMaxActiveBlocksPerMultiprocessor(kernel.func, kernel.block, kernel.smem)
         if grid == F:
             kernel.max_groups = 1 << 30
+        elif isinstance(grid, str) and grid[0] == "g":  # "gK": K row groups (blocks or clusters)
+            kernel.max_groups = int(grid[1:])
         elif isinstance(grid, str):  # "rK": about K row groups per block, at least one wave
             kernel.max_groups = max(kernel.max_groups // spec.tile.waves, -(-m // rows // int(grid[1:])))
         else:  # grid times the blocks the device holds
@@ -338,7 +427,7 @@ def time_candidate(op, x, n, cand, ins, ceiling):
         runtime._module.cache_clear()
 
 
-def main(names):
+def main(names, rows_times=1):
     import torch
 
     dtypes = {DType.BF16: torch.bfloat16, DType.FP16: torch.float16, DType.FP32: torch.float32}
@@ -346,7 +435,7 @@ def main(names):
     print(f"copy {ceiling:.0f} GB/s")
     for name in names or CANDIDATES:
         op, x, n, cands = CANDIDATES[name]
-        m = (1 << 27) // n
+        m = (1 << 27) // n * rows_times
         ins = [torch.randn(m, n, device="cuda", dtype=dtypes[x]) for _ in range(2)]
         ins += [torch.randn(n, device="cuda", dtype=dtypes[x]) for _ in range(2)]
         for cand in cands:
@@ -354,4 +443,6 @@ def main(names):
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    args = sys.argv[1:]
+    times = int(args.pop(args.index("--rows") + 1)) if "--rows" in args else 1
+    main([a for a in args if a != "--rows"], times)
