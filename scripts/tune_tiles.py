@@ -271,6 +271,59 @@ CANDIDATES = {  # name: (bench op, dtype, N, candidates)
            ("layernorm", DType.BF16, 131072, [(512, 1, 8, True, 4, "b3"), (256, 1, 16, True, 4, "b6")]),
            ("layernorm", DType.BF16, 65536, [(512, 1, 4, True, 4, "b2"), (512, 1, 4, True, 4, "b3")]),
            ("layernorm", DType.FP32, 65536, [(512, 1, 4, True, 4, "b2")])]},
+    # torch.compile's kernels where it leads (fp32 1024-16384, bf16 8192; Triton source, PTX
+    # and autotuned configs dumped on the H100): one row per program over a grid of every row,
+    # 512 threads (1024 at 16384) holding 8-16 elements each, a few dozen registers, x loaded
+    # with L2's evict_last policy (and again, evict_first, for the outputs). Our kernel shaped
+    # alike (threads per row, blocks per SM built for, 16 waves or full grid, without the
+    # next-row prefetch or held columns where those spill under NVRTC 13.5), the committed
+    # tile first (H100, copy 2944 GB/s): fp32 1024 0.976 / 256 threads b4 0.717 / 128 b8 0.979
+    # / 256 full 0.629; 2048 0.983 / 512 b4 0.846 / 256 b4 0.949 / 512 full 0.795; 4096 0.961 /
+    # 512 b2 0.958, full 0.853, full nopf 0.852 / 1024 0.733, full 0.676; 8192 0.958 / 1024
+    # 0.880, full 0.723; 16384 0.965 / 1024 nohold 0.859, nopf + nohold 0.926, full 0.911;
+    # bf16 8192 0.971 / 1024 0.788, full 0.522. Our kernel needs more registers than Triton's
+    # (8 elements a thread spill at 32), so its shape does not transfer. The load policy does:
+    **{f"triton{x.value}{n}": ("layernorm", x, n, [committed("layernorm", x, n)] + [(t, 1, 1, False, g, *p) for t, g, p in cs])
+       for x, n, cs in [
+           (DType.FP32, 1024, [(256, 16, ("b4", "nopf")), (128, 16, ("b8", "nopf")), (256, F, ("b4", "nopf"))]),
+           (DType.FP32, 2048, [(512, 16, ("b4", "nopf")), (256, 16, ("b4", "nopf")), (512, F, ("b4", "nopf"))]),
+           (DType.FP32, 4096, [(512, 16, ("b2",)), (512, F, ("b2",)), (512, F, ("b2", "nopf")),
+                               (1024, 16, ("b2", "nopf")), (1024, F, ("b2", "nopf"))]),
+           (DType.FP32, 8192, [(1024, 16, ("b1",)), (1024, F, ("b1",))]),
+           (DType.FP32, 16384, [(1024, 16, ("b1", "nohold")), (1024, 16, ("b1", "nopf", "nohold")),
+                                (1024, F, ("b1", "nohold"))]),
+           (DType.BF16, 8192, [(1024, 16, ("b1",)), (1024, F, ("b1",))])]},
+    # the "hint" groups (run before one_pass loaded its rows Cache::KEEP_L2, so ldlast then
+    # covered x as well; committed first and last, H100, copy 2953 GB/s): LayerNorm fp32 1024
+    # 0.970-0.974 / ldlast 0.971 / ldfirst 0.917 / ldl1na 0.869; 4096 0.961-0.962 / 0.974 /
+    # 0.875 / 0.782; 16384 0.963-0.966 / 0.975 / 0.860 / 0.740; bf16 8192 0.970-0.976 / 0.990 /
+    # 0.957 / 0.933; staged: 65536 0.915-0.938 / 0.917 / 0.885 / 0.884; RMSNorm 262144
+    # 0.910-0.925 / 0.895 / 0.891 / 0.892; LayerNorm + int8 32768 0.825-0.830 / 0.801 / 0.811 /
+    # 0.792. Then register-held rows' x with evict_last (Cache::KEEP_L2) against without
+    # (nokeepl2), committed first and last (H100, copy 2956-2971 GB/s): LayerNorm bf16 1024
+    # 0.991-0.993 / 0.969, 2048 0.992-0.994 / 0.975, 4096 0.992 / 0.964, 8192 0.984-0.985 /
+    # 0.958, 16384 0.978-0.982 / 0.961; fp16 0.989-0.991 / 0.980, 0.990-0.992 / 0.971,
+    # 0.985-0.990 / 0.957, 0.969-0.987 / 0.946, 0.968-0.976 / 0.953; fp32 0.974-0.976 / 0.956,
+    # 0.974-0.981 / 0.946, 0.962-0.967 / 0.929, 0.956-0.959 / 0.939, 0.965-0.969 / 0.952;
+    # RMSNorm bf16 1024 0.989-0.990 / 0.975, 4096 0.990-0.992 / 0.966, 16384 0.989 / 0.975; add
+    # + LayerNorm 4096 0.985-0.994 / 0.963, 16384 0.988-0.989 / 0.964; add + RMSNorm 4096
+    # 0.991-0.992 / 0.960; but RMSNorm + fp8 4096 0.984-0.991 / 0.993, 16384 0.927-0.933 /
+    # 0.930, LayerNorm + int8 1024 0.944-0.954 / 0.960, 4096 0.901-0.908 / 0.911 (then with
+    # evict_last; keepl2q restores it). Committed: KEEP_L2 for register-held rows without a
+    # quant (template, one_pass).
+    **{f"keepl2{op}{x.value}{n}": (op, x, n, [committed(op, x, n, *p)
+                                              for p in ((), ("keepl2q" if "+" in op and "add" not in op else "nokeepl2",), ())])
+       for op, x, n in [(op, x, n) for x in (DType.BF16, DType.FP16, DType.FP32) for op, n in
+                        [("layernorm", 1024), ("layernorm", 2048), ("layernorm", 4096), ("layernorm", 8192),
+                         ("layernorm", 16384)]] +
+       [("rmsnorm", DType.BF16, n) for n in (1024, 4096, 16384)] +
+       [("add+layernorm", DType.BF16, n) for n in (4096, 16384)] + [("add+rmsnorm", DType.BF16, 4096),
+        ("rmsnorm+fp8", DType.BF16, 4096), ("rmsnorm+fp8", DType.BF16, 16384),
+        ("layernorm+int8", DType.BF16, 1024), ("layernorm+int8", DType.BF16, 4096)]},
+    **{f"hint{op}{x.value}{n}": (op, x, n, [committed(op, x, n, *p) for p in ((), ("ldlast",), ("ldfirst",), ("ldl1na",), ())])
+       for op, x, n in [("layernorm", DType.FP32, 1024), ("layernorm", DType.FP32, 4096), ("layernorm", DType.FP32, 16384),
+                        ("layernorm", DType.BF16, 8192), ("layernorm", DType.BF16, 65536), ("rmsnorm", DType.BF16, 262144),
+                        ("layernorm+int8", DType.BF16, 32768)]},
 }
 
 
@@ -306,6 +359,22 @@ def streamed(pieces: int) -> list:
     return [(section, text + section), ("one_pass_staged<K, kFull>(q);", "one_pass_streamed<K, kFull>(q);")]
 
 
+def load_hint(policy: str = "", l1: str = "") -> list:
+    """Patches by which the 16-byte loads of global memory made with Cache::NORMAL (the
+    per-column vectors, staged rows' x; not those of shared memory) carry an L2 eviction policy (createpolicy: evict_last,
+    evict_first) and / or an L1 qualifier (no_allocate)."""
+    make = f'asm("createpolicy.fractional.L2::{policy}.b64 %0, 1.0;" : "=l"(pol)); ' if policy else ""
+    hint, arg = (".L2::cache_hint", ", %5") if policy else ("", "")
+    l1q = f".L1::{l1}" if l1 else ""
+    load = ("uint4 q; if (kCache == Cache::PAST_L1) { q = __ldcg(at); } else if (kCache == Cache::KEEP_L2) { "
+            "q = load_keep_l2(at); } else if (!__isGlobal(at)) { q = *at; } else { "
+            f"unsigned long long pol = 0; {make}"
+            f'asm("ld.global{l1q}{hint}.v4.u32 {{%0, %1, %2, %3}}, [%4]{arg};" : "=r"(q.x), "=r"(q.y), "=r"(q.z), '
+            f'"=r"(q.w) : "l"(__cvta_generic_to_global(at)), "l"(pol)); }}')
+    old = "const uint4 q = kCache == Cache::PAST_L1 ? __ldcg(at) : kCache == Cache::KEEP_L2 ? load_keep_l2(at) : *at;"
+    return [(old, load)]
+
+
 PATCHES = {  # name: [(old, new), ...]
     # staged rows loaded in batches of 8 vectors (4 with a residual) instead of 4 (2)
     "batch8": [("constexpr int kPerBatch = kAdd ? 2 : 4;", "constexpr int kPerBatch = kAdd ? 4 : 8;")],
@@ -318,7 +387,7 @@ PATCHES = {  # name: [(old, new), ...]
               "if constexpr (sizeof(r) == 16) __stcs(reinterpret_cast<uint4*>(p + c), *reinterpret_cast<uint4*>(&r));"
               " else *reinterpret_cast<Pack<T, A>*>(p + c) = r;")],
     # x loaded with the streaming hint (ld.global.cs)
-    "ldcs": [("const uint4 q = kPastL1 ? __ldcg(at) : *at;", "const uint4 q = kPastL1 ? __ldcg(at) : __ldcs(at);")],
+    "ldcs": [("kCache == Cache::KEEP_L2 ? load_keep_l2(at) : *at;", "kCache == Cache::KEEP_L2 ? load_keep_l2(at) : __ldcs(at);")],
     # rows keep their held 16-bit columns as floats (unless the compiler packs them itself)
     "nopack": [("if constexpr (kHold && K::kPackColumns) c.keep_packed();", "")],
     # unfused rows keep their held 16-bit columns packed too (tiles.pack_columns): all, or beta only
@@ -335,6 +404,14 @@ PATCHES = {  # name: [(old, new), ...]
     # staged rows streamed by persistent blocks through a ring of bulk copies, a block's share
     # of a row in 2, 4 or 8 pieces (patches/one_pass_streamed.cuh; launch with grid 1 and "sK")
     **{f"stream{k}": streamed(k) for k in (2, 4, 8)},
+    # loads with an L2 eviction policy, as Triton's (evict_last), or the opposite; or not kept in L1
+    "ldlast": load_hint("evict_last"),
+    "ldfirst": load_hint("evict_first"),
+    "ldl1na": load_hint(l1="no_allocate"),
+    # register-held rows' x loaded without L2's evict_last policy (Cache::NORMAL)
+    "nokeepl2": [("K::kQuant == Quant::NONE ? Cache::KEEP_L2 : Cache::NORMAL;", "Cache::NORMAL;")],
+    # ... and with it under a quant too
+    "keepl2q": [("K::kQuant == Quant::NONE ? Cache::KEEP_L2 : Cache::NORMAL;", "Cache::KEEP_L2;")],
     # no prefetch of the next row
     "nopf": [("constexpr bool kPrefetchRow = V > 1 &&", "constexpr bool kPrefetchRow = false &&")],
     # per-column vectors loaded per row, not held in registers
