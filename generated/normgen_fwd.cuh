@@ -750,7 +750,11 @@ __device__ __forceinline__ Stats share_stats(const Params& p, float k, float s1,
     if constexpr (R > 1 && T < 32) again = __any_sync(0xffffffffu, again);
     if constexpr (R > 1 && T > 32) again = __syncthreads_or(again);
     if (again) {
-      const float k2 = st.shift + st.c;
+      // rounded once, never contracted into fma(s1, 1 / n, shift): the sums below and the
+      // shift they are recorded with must be the same float. As a plain addition they were
+      // not (NVRTC 13.0, H100: a far row's c was its mean minus the other float next to
+      // the shift, its outputs an ulp of the mean off), most likely one copy contracted.
+      const float k2 = __fadd_rn(st.shift, st.c);
       centred_sums<P, V, true>(k2, again_load, cols, s1, s2);
       if constexpr (R == 1) {  // the first statistics are dead here: registers for the pass
         st = row_stats<K, T, R, C>(k2, s1, s2, m, sh_again, p.n, p.eps);

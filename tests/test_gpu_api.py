@@ -11,8 +11,8 @@ from normgen.codegen import GENERATED
 from normgen.types import DType
 
 from .gpu import (
-    Case, assert_bits_equal, assert_close, assert_codes, assert_scales, expected, poisoned_allocations,
-    requires_gpu,
+    Case, assert_bits_equal, assert_close, assert_codes, assert_scales, call_args, expected, poisoned_allocations,
+    requires_gpu, semantics,
 )
 
 pytestmark = requires_gpu
@@ -456,3 +456,25 @@ def test_vllm_and_ck_calls_are_served_by_the_default_set(seed):
         assert_scales(out.scale, want.scale, quant)
         scale = cupy.asnumpy(out.scale).astype(np.float64)[:, None]
         assert_codes(out.y, y64 / scale, out_dt, f"rms_norm_dynamic_per_token_quant {quant}")
+
+
+def test_rows_summed_again_keep_one_shift():
+    """A LayerNorm row whose warp's shift lies more than a deviation from its mean is summed
+    again around shift + c (share_stats): the sums and the shift they are recorded with must
+    be one float. As a plain addition they were not (NVRTC 13.0, H100; most likely one copy
+    contracted into an FMA), and such a row's outputs came out an ulp of its mean off (scales
+    1.4e-5 relative). The data of the run that found it: fp16 rows of 1000 + N(0, 1), a far
+    row's mean next to a midpoint between floats."""
+    import zlib
+
+    from normgen.spec import parse_name
+
+    spec = parse_name("layernorm_fwd_fp16_smfp32_dqint8_syfp32_nb2048_1p_v8")
+    n, m = 2040, 256
+    case = Case(DType.FP16, DType.FP16, n, m, "offset", 8, 1395409002 ^ zlib.crc32(f"{n},{m},offset".encode()),
+                semantics(spec))
+    e = expected(case)
+    _, args, kw = call_args(spec, e.inputs, case)
+    assert dispatch.choose(semantics(spec), n, spec.vec) == spec
+    out = normgen.layernorm(*args, **kw)
+    assert_scales(out.scale, e.ref.scale, "rows summed again around their mean")
