@@ -6,16 +6,16 @@ default), over M x N = 2^27 elements as the benchmark, or K times as many rows.
 
 A candidate is (threads per row, rows per block, cluster, staged, grid, *patches): grid is
 "full" (one block or cluster per row group), "rK" (about K row groups per block, at least
-one wave), "gK" (K row groups: blocks or clusters) or a number of waves (blocks the device holds at once; tiles.Tile.waves is the
-committed choice); patches name PATCHES entries, text replacements in the rendered header
-for trying a kernel change before making it, or are "bK": the kernel built for K resident
-blocks per SM (__launch_bounds__' second argument) instead of the spec's choice, "sK":
-launched with K KB of shared memory per block (fewer blocks per SM), "cK": launched
-preferring K% of L1 + shared memory as shared memory (fewer blocks per SM, the same L1 per
-block), or "nokeep": LayerNorm + quant's staged rows not kept as floats. A candidate's tile gets
-Tile.registers' default budget (64 registers staged, 128 in registers). Clusters of more
-than 8 blocks (16: non-portable) are allowed at launch. CANDIDATES holds the last
-experiment run."""
+one wave), "gK" (K row groups: blocks or clusters) or a number of waves (blocks the device
+holds at once; tiles.Tile.waves is the committed choice); patches name PATCHES entries, text
+replacements in the rendered header for trying a kernel change before making it, or are
+"bK": the kernel built for K resident blocks per SM (__launch_bounds__' second argument)
+instead of the spec's choice, "sK": launched with K KB of shared memory per block (fewer
+blocks per SM), "cK": launched preferring K% of L1 + shared memory as shared memory (fewer
+blocks per SM, the same L1 per block), or "nokeep": LayerNorm + quant's staged rows not kept
+as floats. A candidate's tile gets Tile.registers' default budget (64 registers staged, 128
+in registers). Clusters of more than 8 blocks (16: non-portable) are allowed at launch.
+CANDIDATES holds the last experiment run."""
 import re
 import sys
 import tempfile
@@ -24,7 +24,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from normgen import bench, codegen, dispatch, runtime, tiles  # noqa: E402
-from normgen.types import DType, Pipeline  # noqa: E402
+from normgen.types import DType, Pipeline, Quant  # noqa: E402
 
 F = "full"
 KEEP_STAGE_BYTES = tiles.KEEP_STAGE_BYTES
@@ -283,7 +283,8 @@ CANDIDATES = {  # name: (bench op, dtype, N, candidates)
     # 0.880, full 0.723; 16384 0.965 / 1024 nohold 0.859, nopf + nohold 0.926, full 0.911;
     # bf16 8192 0.971 / 1024 0.788, full 0.522. Our kernel needs more registers than Triton's
     # (8 elements a thread spill at 32), so its shape does not transfer. The load policy does:
-    **{f"triton{x.value}{n}": ("layernorm", x, n, [committed("layernorm", x, n)] + [(t, 1, 1, False, g, *p) for t, g, p in cs])
+    **{f"triton{x.value}{n}": ("layernorm", x, n,
+                               [committed("layernorm", x, n)] + [(t, 1, 1, False, g, *p) for t, g, p in cs])
        for x, n, cs in [
            (DType.FP32, 1024, [(256, 16, ("b4", "nopf")), (128, 16, ("b8", "nopf")), (256, F, ("b4", "nopf"))]),
            (DType.FP32, 2048, [(512, 16, ("b4", "nopf")), (256, 16, ("b4", "nopf")), (512, F, ("b4", "nopf"))]),
@@ -311,8 +312,8 @@ CANDIDATES = {  # name: (bench op, dtype, N, candidates)
     # 0.930, LayerNorm + int8 1024 0.944-0.954 / 0.960, 4096 0.901-0.908 / 0.911 (then with
     # evict_last; keepl2q restores it). Committed: KEEP_L2 for register-held rows without a
     # quant (template, one_pass).
-    **{f"keepl2{op}{x.value}{n}": (op, x, n, [committed(op, x, n, *p)
-                                              for p in ((), ("keepl2q" if "+" in op and "add" not in op else "nokeepl2",), ())])
+    **{f"keepl2{op}{x.value}{n}": (op, x, n, [committed(op, x, n, *p) for p in (
+        (), ("keepl2q" if bench.call_spec(op, x).quant != Quant.NONE else "nokeepl2",), ())])
        for op, x, n in [(op, x, n) for x in (DType.BF16, DType.FP16, DType.FP32) for op, n in
                         [("layernorm", 1024), ("layernorm", 2048), ("layernorm", 4096), ("layernorm", 8192),
                          ("layernorm", 16384)]] +
@@ -320,9 +321,11 @@ CANDIDATES = {  # name: (bench op, dtype, N, candidates)
        [("add+layernorm", DType.BF16, n) for n in (4096, 16384)] + [("add+rmsnorm", DType.BF16, 4096),
         ("rmsnorm+fp8", DType.BF16, 4096), ("rmsnorm+fp8", DType.BF16, 16384),
         ("layernorm+int8", DType.BF16, 1024), ("layernorm+int8", DType.BF16, 4096)]},
-    **{f"hint{op}{x.value}{n}": (op, x, n, [committed(op, x, n, *p) for p in ((), ("ldlast",), ("ldfirst",), ("ldl1na",), ())])
-       for op, x, n in [("layernorm", DType.FP32, 1024), ("layernorm", DType.FP32, 4096), ("layernorm", DType.FP32, 16384),
-                        ("layernorm", DType.BF16, 8192), ("layernorm", DType.BF16, 65536), ("rmsnorm", DType.BF16, 262144),
+    **{f"hint{op}{x.value}{n}": (op, x, n, [committed(op, x, n, *p)
+                                            for p in ((), ("ldlast",), ("ldfirst",), ("ldl1na",), ())])
+       for op, x, n in [("layernorm", DType.FP32, 1024), ("layernorm", DType.FP32, 4096),
+                        ("layernorm", DType.FP32, 16384), ("layernorm", DType.BF16, 8192),
+                        ("layernorm", DType.BF16, 65536), ("rmsnorm", DType.BF16, 262144),
                         ("layernorm+int8", DType.BF16, 32768)]},
 }
 
@@ -361,8 +364,8 @@ def streamed(pieces: int) -> list:
 
 def load_hint(policy: str = "", l1: str = "") -> list:
     """Patches by which the 16-byte loads of global memory made with Cache::NORMAL (the
-    per-column vectors, staged rows' x; not those of shared memory) carry an L2 eviction policy (createpolicy: evict_last,
-    evict_first) and / or an L1 qualifier (no_allocate)."""
+    per-column vectors, staged rows' x; not those of shared memory) carry an L2 eviction
+    policy (createpolicy: evict_last, evict_first) and / or an L1 qualifier (no_allocate)."""
     make = f'asm("createpolicy.fractional.L2::{policy}.b64 %0, 1.0;" : "=l"(pol)); ' if policy else ""
     hint, arg = (".L2::cache_hint", ", %5") if policy else ("", "")
     l1q = f".L1::{l1}" if l1 else ""
@@ -387,7 +390,8 @@ PATCHES = {  # name: [(old, new), ...]
               "if constexpr (sizeof(r) == 16) __stcs(reinterpret_cast<uint4*>(p + c), *reinterpret_cast<uint4*>(&r));"
               " else *reinterpret_cast<Pack<T, A>*>(p + c) = r;")],
     # x loaded with the streaming hint (ld.global.cs)
-    "ldcs": [("kCache == Cache::KEEP_L2 ? load_keep_l2(at) : *at;", "kCache == Cache::KEEP_L2 ? load_keep_l2(at) : __ldcs(at);")],
+    "ldcs": [("kCache == Cache::KEEP_L2 ? load_keep_l2(at) : *at;",
+              "kCache == Cache::KEEP_L2 ? load_keep_l2(at) : __ldcs(at);")],
     # rows keep their held 16-bit columns as floats (unless the compiler packs them itself)
     "nopack": [("if constexpr (kHold && K::kPackColumns) c.keep_packed();", "")],
     # unfused rows keep their held 16-bit columns packed too (tiles.pack_columns): all, or beta only
