@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import functools
+import zlib
 from dataclasses import dataclass, replace
 from typing import Optional
 
@@ -63,6 +64,12 @@ class Case:
     call: Optional[KernelSpec] = None  # the call's semantics (see semantics); None: plain LayerNorm
     weight_offset: float = 0.0  # RMSNorm: gamma + weight_offset
     gamma: bool = True  # RMSNorm: False passes gamma=None (no scale)
+
+
+def case_seed(seed: int, *what) -> int:
+    """A case's own data seed: the run's seed mixed with what the case is (its N, M and
+    kind, or its special kind), so that each case of a run draws different data."""
+    return seed ^ zlib.crc32(",".join(map(str, what)).encode())
 
 
 KINDS = ("normal", "offset")  # every instance, every shape
