@@ -16,18 +16,19 @@ struct Traits {
   static constexpr normgen::Quant kQuant = normgen::Quant::NONE;
   static constexpr bool kSmooth = false;
   static constexpr bool kSaveStats = true;
-  static constexpr int kThreadsPerRow = 256;
+  static constexpr int kThreadsPerRow = 512;
   static constexpr int kRowsPerBlock = 1;
   static constexpr int kVec = 4;
-  static constexpr int kRepeat = 8;
+  static constexpr int kRepeat = 4;
   static constexpr int kCluster = 1;
   static constexpr bool kStaged = false;
+  static constexpr bool kLean = true;
   static constexpr bool kPackColumns = false;
   static constexpr bool kKeepOutputs = false;
 };
 }  // namespace
 
-extern "C" __global__ void __launch_bounds__(256, 2)
+extern "C" __global__ void __launch_bounds__(512, 2)
 layernorm_fwd_fp32_nb8192_1p_v4_mv(const normgen::Params p) {
   normgen::norm_fwd<Traits, false>(p);
 }

@@ -1025,8 +1025,9 @@ __device__ __forceinline__ void one_pass(const Params& p) {
   constexpr int V = K::kVec, P = K::kRepeat;
   constexpr bool kLN = K::kNorm == Norm::LAYERNORM;
   constexpr bool kAdd = K::kFusedAdd != 0;
-  constexpr bool kHold = V > 1 && Columns<K, P, V>::kWords <= 32;
-  constexpr bool kPrefetchRow = V > 1 && (kAdd ? 2 : 1) * Packed<X, P, V>::kWords <= 16;
+  // K::kLean (tiles.Tile.lean): built for few registers, which the row takes alone
+  constexpr bool kHold = !K::kLean && V > 1 && Columns<K, P, V>::kWords <= 32;
+  constexpr bool kPrefetchRow = !K::kLean && V > 1 && (kAdd ? 2 : 1) * Packed<X, P, V>::kWords <= 16;
   // LayerNorm shifts: per warp (warp_shift) in a block's rows, the row's first columns
   // (Pilot) over a cluster
   constexpr bool kWarpShifted = kLN && C == 1 && T > 32;
@@ -1354,6 +1355,8 @@ __device__ __forceinline__ void norm_fwd(const Params& p) {
                                      !merged_max<K>()),
                 "outputs are kept only by one-pass rows, between a dynamic quant's maximum and the stores");
   static_assert(!kFull || (K::kPipeline == Pipeline::ONE_PASS && K::kStaged), "only staged rows have whole-row kernels");
+  static_assert(!K::kLean || (K::kPipeline == Pipeline::ONE_PASS && !K::kStaged),
+                "only register-held one-pass rows are built lean");
   if constexpr (K::kPipeline == Pipeline::ONE_PASS && K::kStaged) {
     Params q = p;  // in a whole-row kernel n is a compile-time constant everywhere (counts, offsets)
     if constexpr (kFull) q.n = K::kThreadsPerRow * K::kCluster * K::kRepeat * K::kVec;

@@ -97,7 +97,8 @@ class KernelSpec:
     @property
     def tile(self) -> tiles.Tile:
         if self.pipeline == Pipeline.ONE_PASS:
-            return tiles.one_pass_tile(self.x, self.bucket, self.vec, self._dynamic_layernorm, self.fused)
+            return tiles.one_pass_tile(self.x, self.bucket, self.vec, self._dynamic_layernorm, self.fused,
+                                       self.norm == Norm.LAYERNORM and not self.fused)
         return tiles.two_pass_tile(self.vec, self.x)
 
     @property

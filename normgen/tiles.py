@@ -99,6 +99,22 @@ QUANT_LN_TILES: dict[int, dict[int, tuple]] = {
     2: {8192: (256, 1, 1, True, 48), 16384: (256, 1, 1, True), 65536: (1024, 1, 1, True)},
 }
 
+# Unfused LayerNorm rows of fp32 over whole 16-byte vectors (no fused add, x-bias or quant),
+# as torch.compile's Triton kernels hold them: 8-16 elements a thread in blocks of 128-512
+# threads built for 40-64 registers, several blocks per SM, built lean (Tile.lean: no
+# next-row prefetch, no held per-column vectors) instead of 16-32 elements a thread at 128
+# registers. Measured on an H100 (tune_tiles.py "lean" groups, twelfth session, against the
+# tiles of ONE_PASS_TILES): 1024 0.980 -> 0.986 (128 threads, 12 blocks per SM), 2048 0.982
+# -> 0.987 (256, 6), 4096 0.974 -> 0.985 (512, 3), 8192 0.966 -> 0.987 (512 at 64
+# registers, 2); 16384 in 1024-thread blocks 0.933 against 0.972. 16-bit rows and RMSNorm
+# gained nothing so (bf16 1024-16384 0.869-0.982 against 0.978-0.995), and at 32 registers
+# (four 512-thread blocks) LayerNorm spills, its far-row pass (share_stats) holding the
+# registers: without it (timing only) fp32 4096 ran 0.999, 8192 (1024 threads) 0.998.
+LEAN_LN_TILES: dict[int, dict[int, tuple]] = {
+    4: {1024: (128, 1, 1, False, 40), 2048: (256, 1, 1, False, 40), 4096: (512, 1, 1, False, 40),
+        8192: (512, 1, 1, False, 64)},
+}
+
 # Two-pass: one row per block, streamed in chunks of threads * vec * repeat elements.
 TWO_PASS_THREADS = 512
 TWO_PASS_UNROLL = 2
@@ -121,6 +137,12 @@ class Tile:
     cluster: int = 1  # blocks per row
     stage_bytes: int = 0  # shared memory holding each block's share of the row (0: registers)
     registers: int = 128  # a thread's register budget (min_blocks_per_sm: __launch_bounds__)
+
+    @property
+    def lean(self) -> bool:
+        """A register-held row built for fewer registers than the default 128 holds nothing
+        but its row: no next row loaded ahead, no per-column vectors kept across rows."""
+        return not self.stage_bytes and self.registers < 128
 
     @property
     def block_threads(self) -> int:
@@ -210,12 +232,15 @@ def pack_columns(tile: Tile, column_vectors: int, fused: bool, keeps: bool) -> b
     return wanted and tile.stage_bytes == 0 and (tile.block_threads <= 256 or keeps) and floats > 32
 
 
-def one_pass_tile(x: DType, bucket: int, vec: int, quant_ln: bool = False, fused: bool = False) -> Tile:
+def one_pass_tile(x: DType, bucket: int, vec: int, quant_ln: bool = False, fused: bool = False,
+                  plain_ln: bool = False) -> Tile:
     """The one-pass tile of a bucket. quant_ln: for LayerNorm with a dynamic quant, whose
     tile may differ (QUANT_LN_TILES) and whose staged rows are kept as floats where they
     fit (keeps_outputs). fused: a fused add, x-bias or quant, for which ONE_PASS_TILES'
-    register budgets (measured on plain rows) do not hold."""
-    special = QUANT_LN_TILES.get(x.itemsize, {}) if quant_ln and vec == x.vmax else {}
+    register budgets (measured on plain rows) do not hold. plain_ln: unfused LayerNorm,
+    whose tile may differ too (LEAN_LN_TILES)."""
+    table = QUANT_LN_TILES if quant_ln else LEAN_LN_TILES if plain_ln else {}
+    special = table.get(x.itemsize, {}) if vec == x.vmax else {}
     entry = special.get(bucket)
     threads, rows, cluster, staged, *budget = entry or ONE_PASS_TILES[x.itemsize][bucket]
     registers = budget[0] if budget and (entry or not fused) else 64 if staged else 128

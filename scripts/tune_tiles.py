@@ -2,7 +2,9 @@
 op, dtype, N) on the GPU, without touching the committed table or template: each candidate
 is rendered into a scratch folder and dispatched from there. Usage (GPU machine):
 python scripts/tune_tiles.py [--rows K] [NAME ...] (names of CANDIDATES' groups; all by
-default), over M x N = 2^27 elements as the benchmark, or K times as many rows.
+default), over M x N = 2^27 elements as the benchmark, or K times as many rows. With
+--ptxas (no GPU needed) each candidate is compiled instead, and its registers and spills
+printed.
 
 A candidate is (threads per row, rows per block, cluster, staged, grid, *patches): grid is
 "full" (one block or cluster per row group), "rK" (about K row groups per block, at least
@@ -10,12 +12,16 @@ one wave), "gK" (K row groups: blocks or clusters) or a number of waves (blocks 
 holds at once; tiles.Tile.waves is the committed choice); patches name PATCHES entries, text
 replacements in the rendered header for trying a kernel change before making it, or are
 "bK": the kernel built for K resident blocks per SM (__launch_bounds__' second argument)
-instead of the spec's choice, "sK": launched with K KB of shared memory per block (fewer
-blocks per SM), "cK": launched preferring K% of L1 + shared memory as shared memory (fewer
-blocks per SM, the same L1 per block), or "nokeep": LayerNorm + quant's staged rows not kept
-as floats. A candidate's tile gets Tile.registers' default budget (64 registers staged, 128
-in registers). Clusters of more than 8 blocks (16: non-portable) are allowed at launch.
+instead of the spec's choice, and the tile's register budget so (a register-held tile built
+for fewer than 128 is lean: tiles.Tile.lean), "keepK": LayerNorm + quant's staged rows kept
+as floats where they take at most K KB a block, "sK": launched with K KB of shared memory
+per block (fewer blocks per SM), "cK": launched preferring K% of L1 + shared memory as
+shared memory (fewer blocks per SM, the same L1 per block), or "nokeep": LayerNorm + quant's
+staged rows not kept as floats. Without a bK patch a candidate's tile gets Tile.registers'
+default budget (64 registers staged, 128 in registers). Clusters of more than 8 blocks (16:
+non-portable) are allowed at launch.
 CANDIDATES holds the last experiment run."""
+import contextlib
 import re
 import sys
 import tempfile
@@ -23,7 +29,7 @@ from dataclasses import replace
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from normgen import bench, codegen, dispatch, runtime, tiles  # noqa: E402
+from normgen import bench, codegen, compile, dispatch, runtime, tiles  # noqa: E402
 from normgen.types import DType, Pipeline, Quant  # noqa: E402
 
 F = "full"
@@ -64,6 +70,7 @@ BLOCKS = re.compile(r"b(\d+)$")  # a residency patch: "b2" = built for 2 blocks 
 SHARED = re.compile(r"s(\d+)$")  # launched with this many KB of shared memory (to hold fewer blocks per SM)
 CARVEOUT = re.compile(r"c(\d+)$")  # launched preferring this percentage of L1 + shared memory as shared memory
 NOKEEP = "nokeep"  # LayerNorm + quant's staged rows not kept as floats (tiles.KEEP_STAGE_BYTES 0)
+KEEP = re.compile(r"keep(\d+)$")  # ... kept as floats up to this many KB a block (tiles.KEEP_STAGE_BYTES)
 
 
 def committed(op, x, n, *patches, grid=None):
@@ -327,6 +334,48 @@ CANDIDATES = {  # name: (bench op, dtype, N, candidates)
                         ("layernorm", DType.FP32, 16384), ("layernorm", DType.BF16, 8192),
                         ("layernorm", DType.BF16, 65536), ("rmsnorm", DType.BF16, 262144),
                         ("layernorm+int8", DType.BF16, 32768)]},
+    # Twelfth session, H100, two runs (copy 2986 GB/s), the committed tile first. LayerNorm +
+    # dynamic quant rows kept as floats (outputs computed once, gamma and beta read once a
+    # row) over clusters: all slower. 65536 + int8 / fp8 0.695-0.698 / 0.700-0.704, two
+    # 1024-thread blocks (keep128) 0.549-0.556 / 0.552-0.556, two 512 (keep128) 0.544-0.550 /
+    # 0.547-0.553, four 512 0.533-0.536 / 0.533-0.539, four 256 0.650-0.654 / 0.649, eight 256
+    # 0.569-0.570 / 0.570-0.578; 32768 + int8 0.827-0.831, one 1024 (keep128) 0.716-0.725, one
+    # 512 (keep128) 0.702-0.709, two 512 0.612-0.616, two 256 0.707-0.724 (+ fp8 0.741), four
+    # 256 0.597; 16384 + int8 0.855-0.867, one 512 (keep128) 0.785-0.795, two 256 0.668-0.670,
+    # two 128 0.734-0.744.
+    **{f"qkeep{op}{n}": (op, DType.BF16, n, [committed(op, DType.BF16, n)] + cs)
+       for op in ("layernorm+int8", "layernorm+fp8") for n, cs in [
+           (65536, [(1024, 1, 2, True, 4, "keep128"), (512, 1, 2, True, 4, "keep128"), (512, 1, 4, True, 4),
+                    (256, 1, 4, True, 4), (256, 1, 8, True, 4)]),
+           (32768, [(1024, 1, 1, True, 16, "keep128"), (512, 1, 1, True, 16, "keep128"), (512, 1, 2, True, 4),
+                    (256, 1, 2, True, 4), (256, 1, 4, True, 4)]),
+           (16384, [(512, 1, 1, True, 16, "keep128"), (256, 1, 2, True, 4), (128, 1, 2, True, 4)])]},
+    # Register rows built lean (tiles.Tile.lean: no next-row prefetch, no held columns) in
+    # larger blocks at fewer registers, as torch.compile's, against the ONE_PASS_TILES tile
+    # at 128 registers (listed second: 64 x 2, 128, 256, 256 threads); noredo (unsafe)
+    # bounds what a far-row pass costing no registers could give. Before LEAN_LN_TILES
+    # (first figure: the ONE_PASS_TILES tile): fp32 1024 0.980 / 128 threads b12 0.986 / 256
+    # b8 noredo 0.980; 2048 0.969-0.982 / 256 b6 0.983-0.987 / noredo 0.996 / 512 b4 noredo
+    # 0.978; 4096 0.966-0.974 / 512 b3 0.985 / b3 noredo 0.992 / b4 noredo 0.991-0.999 / 1024
+    # b2 noredo 0.915; 8192 0.960-0.966 / 512 b2 0.987 / 512 b3 noredo 0.984 / 1024 b1 0.762 /
+    # 1024 b2 noredo 0.991-0.998; 16384 0.972 / 1024 b1 0.933. bf16 1024 0.995 / 128 b12
+    # 0.869 / 64 x 2 b8 0.982 / 128 b16 noredo 0.947; 2048 0.993 / 128 b8 0.979 / 256 b8
+    # noredo 0.872; 4096 0.987 / 512 b4 noredo 0.874 / 256 b6 noredo 0.995; 8192 0.988 / 1024
+    # b2 noredo 0.816 / 512 b3 noredo 0.988; 16384 0.978 / 1024 b1 0.788 / b2 noredo 0.963;
+    # RMSNorm bf16 4096 0.992 / 512 b4 0.988 / 256 b6 0.989, 8192 0.995 / 1024 b2 0.922 / 512
+    # b3 0.979. Committed: LEAN_LN_TILES (fp32 1024-8192). At 32 registers LayerNorm spills
+    # (ptxas, NVRTC 13.5: 12-28 bytes), also with the far-row pass summed from the registers,
+    # as a second turn of the sums' loop, or in a branch of its own that also normalizes the
+    # row from memory (16-64 bytes); without it (noredo) it does not.
+    **{f"lean{op}{x.value}{n}": (op, x, n, [committed(op, x, n)] + cs)
+       for op, x, n, cs in [
+           ("layernorm", DType.FP32, 1024, [(64, 2, 1, False, 16, "b4"), (256, 1, 1, False, 16, "b8", "noredo")]),
+           ("layernorm", DType.FP32, 2048, [(128, 1, 1, False, 16, "b4"), (256, 1, 1, False, 16, "b6", "noredo")]),
+           ("layernorm", DType.FP32, 4096, [(256, 1, 1, False, 16, "b2"), (512, 1, 1, False, 16, "b4", "noredo")]),
+           ("layernorm", DType.FP32, 8192, [(256, 1, 1, False, 16, "b2"), (1024, 1, 1, False, 16, "b2", "noredo")]),
+           ("layernorm", DType.FP32, 16384, [(1024, 1, 1, False, 16, "b1")]),
+           ("layernorm", DType.BF16, 4096, [(256, 1, 1, False, 16, "b6", "noredo")]),
+           ("layernorm", DType.BF16, 8192, [(512, 1, 1, False, 16, "b3", "noredo")])]},
 }
 
 
@@ -417,9 +466,9 @@ PATCHES = {  # name: [(old, new), ...]
     # ... and with it under a quant too
     "keepl2q": [("K::kQuant == Quant::NONE ? Cache::KEEP_L2 : Cache::NORMAL;", "Cache::KEEP_L2;")],
     # no prefetch of the next row
-    "nopf": [("constexpr bool kPrefetchRow = V > 1 &&", "constexpr bool kPrefetchRow = false &&")],
+    "nopf": [("constexpr bool kPrefetchRow = !K::kLean &&", "constexpr bool kPrefetchRow = false &&")],
     # per-column vectors loaded per row, not held in registers
-    "nohold": [("constexpr bool kHold = V > 1 &&", "constexpr bool kHold = false &&")],
+    "nohold": [("constexpr bool kHold = !K::kLean &&", "constexpr bool kHold = false &&")],
 }
 
 
@@ -429,7 +478,7 @@ def patched(files: dict, names) -> dict:
     files = dict(files)
     header = files[codegen.HEADER]
     for name in names:
-        if SHARED.match(name) or CARVEOUT.match(name) or name == NOKEEP:
+        if SHARED.match(name) or CARVEOUT.match(name) or name == NOKEEP or KEEP.match(name):
             continue  # applied at launch, or to the tile (time_candidate)
         if m := BLOCKS.match(name):
             for f in files:
@@ -443,72 +492,112 @@ def patched(files: dict, names) -> dict:
     return {**files, codegen.HEADER: header}
 
 
-def time_candidate(op, x, n, cand, ins, ceiling):
-    import torch
+@contextlib.contextmanager
+def candidate(op, x, n, cand):
+    """(spec, rendered files) of a candidate, with the tile tables set to it until exit."""
     threads, rows, cluster, staged, grid, *patch = cand
-    saved = (tiles.ONE_PASS_TILES[x.itemsize].get(n), dict(tiles.QUANT_LN_TILES.get(x.itemsize, {})),
+    special = (tiles.QUANT_LN_TILES, tiles.LEAN_LN_TILES)
+    saved = (tiles.ONE_PASS_TILES[x.itemsize].get(n), [dict(t.get(x.itemsize, {})) for t in special],
              tiles.ONE_PASS_MAX_N[x])
-    tiles.ONE_PASS_TILES[x.itemsize][n] = (threads, rows, cluster, staged)
+    # a bK patch is the tile's register budget too (a register-held one under 128 is lean)
+    budget = [tiles.REGISTERS_PER_SM // (threads * rows * int(m[1])) for m in map(BLOCKS.match, patch) if m]
+    tiles.ONE_PASS_TILES[x.itemsize][n] = (threads, rows, cluster, staged, *budget)
     tiles.ONE_PASS_MAX_N[x] = max(saved[2], n)  # a candidate may take a row past the one-pass range
-    tiles.QUANT_LN_TILES.get(x.itemsize, {}).pop(n, None)  # the candidate serves LayerNorm + quant too
+    for t in special:  # the candidate serves every op
+        t.get(x.itemsize, {}).pop(n, None)
     if NOKEEP in patch:
         tiles.KEEP_STAGE_BYTES = 0
+    for m in filter(None, map(KEEP.match, patch)):
+        tiles.KEEP_STAGE_BYTES = int(m[1]) * 1024
     try:
         spec = replace(bench.call_spec(op, x), pipeline=Pipeline.ONE_PASS, bucket=n, vec=x.vmax)
-        folder = Path(tempfile.mkdtemp())
-        codegen.write(folder, patched(codegen.outputs([spec]), patch))
-        dispatch.use_generated(folder, registry={spec.key: spec.name})
-        if cluster > 8:  # a non-portable cluster size: allowed per kernel before its first launch
-            module = runtime._module(spec, folder, torch.cuda.current_device())
-            for symbol, _ in spec.kernels:
-                runtime.driver.funcSetAttribute(module.get_function(symbol).kernel.ptr,
-                                                _NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1)
-        fn = bench.OPS[op][2](*ins)["normgen"]
-        fn()
-        (kernel,) = runtime._loaded.values()
-        sms = torch.cuda.get_device_properties(0).multi_processor_count
-        for m in filter(None, map(CARVEOUT.match, patch)):  # undone below: CuPy reuses the module
-            runtime.driver.funcSetAttribute(kernel.func, _PREFERRED_SHARED_MEMORY_CARVEOUT, int(m[1]))
-        for m in filter(None, map(SHARED.match, patch)):
-            kernel.smem = int(m[1]) * 1024
-            runtime.driver.funcSetAttribute(kernel.func, runtime._MAX_DYNAMIC_SHARED_SIZE_BYTES, kernel.smem)
-            blocks = runtime.driver.occupancyMaxActiveBlocksPerMultiprocessor(kernel.func, kernel.block, kernel.smem)
-            kernel.max_groups = max(blocks * sms // kernel.cluster, 1) * spec.tile.waves
-        m = ins[0].shape[0]
-        # (not from max_groups: clusters round it down, and the eighth session's runs printed 2
-        # for 262144's three blocks per SM)
-        per_sm = runtime.driver.occupancyMaxActiveBlocksPerMultiprocessor(kernel.func, kernel.block, kernel.smem)
-        if grid == F:
-            kernel.max_groups = 1 << 30
-        elif isinstance(grid, str) and grid[0] == "g":  # "gK": K row groups (blocks or clusters)
-            kernel.max_groups = int(grid[1:])
-        elif isinstance(grid, str):  # "rK": about K row groups per block, at least one wave
-            kernel.max_groups = max(kernel.max_groups // spec.tile.waves, -(-m // rows // int(grid[1:])))
-        else:  # grid times the blocks the device holds
-            kernel.max_groups = kernel.max_groups // spec.tile.waves * grid
-        dispatch._plans.clear()  # plans keep the grid they were made with
-        regs = kernel.module.get_function(kernel.symbol).num_regs
-        ms = bench.time_events(fn)
-        if any(map(CARVEOUT.match, patch)):
-            runtime.driver.funcSetAttribute(kernel.func, _PREFERRED_SHARED_MEMORY_CARVEOUT, -1)  # the default
-        t = spec.tile
-        print(f"{op:14s} {x.value} N={n:6d} threads={threads:4d} rows={rows} cluster={cluster} "
-              f"staged={staged:d} grid={grid!s:4s} {'+'.join(patch):10s} P={t.repeat:2d} regs={regs:3d} "
-              f"blocks/SM={per_sm:2d}: "
-              f"{ms * 1e3:7.1f} us {bench.OPS[op][3](m, n, x.itemsize) / ms / 1e6 / ceiling:5.3f}", flush=True)
+        yield spec, patched(codegen.outputs([spec]), patch)
     finally:
         if saved[0]:
             tiles.ONE_PASS_TILES[x.itemsize][n] = saved[0]
         else:
             del tiles.ONE_PASS_TILES[x.itemsize][n]
-        tiles.QUANT_LN_TILES.get(x.itemsize, {}).update(saved[1])
+        for t, entries in zip(special, saved[1]):
+            t.get(x.itemsize, {}).update(entries)
         tiles.ONE_PASS_MAX_N[x] = saved[2]
         tiles.KEEP_STAGE_BYTES = KEEP_STAGE_BYTES
-        runtime._loaded.clear()
-        runtime._module.cache_clear()
 
 
-def main(names, rows_times=1):
+def describe(op, x, n, cand, spec) -> str:
+    threads, rows, cluster, staged, grid, *patch = cand
+    return (f"{op:14s} {x.value} N={n:6d} threads={threads:4d} rows={rows} cluster={cluster} "
+            f"staged={staged:d} grid={grid!s:4s} {'+'.join(patch):10s} P={spec.tile.repeat:2d}")
+
+
+def ptxas_candidate(op, x, n, cand):
+    """A candidate's registers and spills as ptxas reports them (CPU only: NVRTC)."""
+    with candidate(op, x, n, cand) as (spec, files):
+        folder = Path(tempfile.mkdtemp())
+        codegen.write(folder, files)
+        res = compile.compile_file(folder / spec.file_name).resources
+        print(f"{describe(op, x, n, cand, spec)} keep={spec.keep_outputs:d} stage={spec.tile.stage_bytes >> 10:3d} KB "
+              f"regs={res['registers']:3d} spills={res['spill_stores']}/{res['spill_loads']}", flush=True)
+
+
+def time_candidate(op, x, n, cand, ins, ceiling):
+    with candidate(op, x, n, cand) as (spec, files):
+        folder = Path(tempfile.mkdtemp())
+        codegen.write(folder, files)
+        dispatch.use_generated(folder, registry={spec.key: spec.name})
+        try:
+            time_dispatched(op, x, n, cand, ins, ceiling, spec, folder)
+        finally:
+            runtime._loaded.clear()
+            runtime._module.cache_clear()
+
+
+def time_dispatched(op, x, n, cand, ins, ceiling, spec, folder):
+    import torch
+    threads, rows, cluster, staged, grid, *patch = cand
+    if cluster > 8:  # a non-portable cluster size: allowed per kernel before its first launch
+        module = runtime._module(spec, folder, torch.cuda.current_device())
+        for symbol, _ in spec.kernels:
+            runtime.driver.funcSetAttribute(module.get_function(symbol).kernel.ptr,
+                                            _NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1)
+    fn = bench.OPS[op][2](*ins)["normgen"]
+    fn()
+    (kernel,) = runtime._loaded.values()
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    for m in filter(None, map(CARVEOUT.match, patch)):  # undone below: CuPy reuses the module
+        runtime.driver.funcSetAttribute(kernel.func, _PREFERRED_SHARED_MEMORY_CARVEOUT, int(m[1]))
+    for m in filter(None, map(SHARED.match, patch)):
+        kernel.smem = int(m[1]) * 1024
+        runtime.driver.funcSetAttribute(kernel.func, runtime._MAX_DYNAMIC_SHARED_SIZE_BYTES, kernel.smem)
+        blocks = runtime.driver.occupancyMaxActiveBlocksPerMultiprocessor(kernel.func, kernel.block, kernel.smem)
+        kernel.max_groups = max(blocks * sms // kernel.cluster, 1) * spec.tile.waves
+    m = ins[0].shape[0]
+    # (not from max_groups: clusters round it down, and the eighth session's runs printed 2
+    # for 262144's three blocks per SM)
+    per_sm = runtime.driver.occupancyMaxActiveBlocksPerMultiprocessor(kernel.func, kernel.block, kernel.smem)
+    if grid == F:
+        kernel.max_groups = 1 << 30
+    elif isinstance(grid, str) and grid[0] == "g":  # "gK": K row groups (blocks or clusters)
+        kernel.max_groups = int(grid[1:])
+    elif isinstance(grid, str):  # "rK": about K row groups per block, at least one wave
+        kernel.max_groups = max(kernel.max_groups // spec.tile.waves, -(-m // rows // int(grid[1:])))
+    else:  # grid times the blocks the device holds
+        kernel.max_groups = kernel.max_groups // spec.tile.waves * grid
+    dispatch._plans.clear()  # plans keep the grid they were made with
+    regs = kernel.module.get_function(kernel.symbol).num_regs
+    ms = bench.time_events(fn)
+    if any(map(CARVEOUT.match, patch)):
+        runtime.driver.funcSetAttribute(kernel.func, _PREFERRED_SHARED_MEMORY_CARVEOUT, -1)  # the default
+    print(f"{describe(op, x, n, cand, spec)} regs={regs:3d} blocks/SM={per_sm:2d}: "
+          f"{ms * 1e3:7.1f} us {bench.OPS[op][3](m, n, x.itemsize) / ms / 1e6 / ceiling:5.3f}", flush=True)
+
+
+def main(names, rows_times=1, ptxas=False):
+    if ptxas:
+        for name in names or CANDIDATES:
+            op, x, n, cands = CANDIDATES[name]
+            for cand in cands:
+                ptxas_candidate(op, x, n, cand)
+        return
     import torch
 
     dtypes = {DType.BF16: torch.bfloat16, DType.FP16: torch.float16, DType.FP32: torch.float32}
@@ -526,4 +615,4 @@ def main(names, rows_times=1):
 if __name__ == "__main__":
     args = sys.argv[1:]
     times = int(args.pop(args.index("--rows") + 1)) if "--rows" in args else 1
-    main([a for a in args if a != "--rows"], times)
+    main([a for a in args if a not in ("--rows", "--ptxas")], times, "--ptxas" in args)
