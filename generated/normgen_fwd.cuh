@@ -96,9 +96,6 @@ __device__ __forceinline__ uint4 load_keep_l2(const uint4* at) {
 }
 
 template <typename T, int V> struct alignas(sizeof(T) * V) Pack { T v[V]; };
-template <typename T, int V> __host__ __device__ constexpr int access_elems() {
-  return V * sizeof(T) > 16 ? 16 / sizeof(T) : V;
-}
 
 // A thread's P vectors of V elements, kept as loaded: packed in 32-bit words, two 16-bit
 // elements to a word (the compiler gives each __nv_bfloat16 a register of its own otherwise).
@@ -211,19 +208,45 @@ template <> __device__ __forceinline__ uint32_t pack4<__nv_fp8_e4m3>(float a, fl
   return lo | (hi << 16);
 }
 
-template <typename T, int V>
+// W words (one 4-, 8- or 16-byte access) stored at p. kWhole: by intrinsic (st.global.wb, the
+// default policy), which NVVM cannot split -- for the two-pass kernels, whose plain vector
+// stores NVVM split into 32-, 16- and 8-bit ones (NVRTC 13.0 and 13.5, every precision:
+// bf16 rows of 2^19 ran at 0.26 of copy on an H100); the one-pass kernels' stay whole as
+// plain stores, and the intrinsic there changed their scheduling (two spilled).
+template <int W, bool kWhole>
+__device__ __forceinline__ void store_words(void* p, const uint32_t (&w)[W]) {
+  static_assert(W == 1 || W == 2 || W == 4, "accesses of up to 16 bytes");
+  if constexpr (W == 4) {
+    const uint4 v = make_uint4(w[0], w[1], w[2], w[3]);
+    if constexpr (kWhole) __stwb(static_cast<uint4*>(p), v); else *static_cast<uint4*>(p) = v;
+  } else if constexpr (W == 2) {
+    const uint2 v = make_uint2(w[0], w[1]);
+    if constexpr (kWhole) __stwb(static_cast<uint2*>(p), v); else *static_cast<uint2*>(p) = v;
+  } else {
+    if constexpr (kWhole) __stwb(static_cast<unsigned int*>(p), w[0]); else *static_cast<uint32_t*>(p) = w[0];
+  }
+}
+
+template <typename T, int V> __host__ __device__ constexpr int access_elems() {
+  return V * sizeof(T) > 16 ? 16 / sizeof(T) : V;
+}
+
+template <typename T, int V, bool kWhole = false>
 __device__ __forceinline__ void store_vec(T* p, const float (&in)[V]) {
   if constexpr (sizeof(T) == 1 && V >= 4) {  // quantized codes, whole words (V <= 16)
     uint32_t w[V / 4];
 #pragma unroll
-    for (int c = 0; c < V / 4; ++c) w[c] = pack4<T>(in[4 * c], in[4 * c + 1], in[4 * c + 2], in[4 * c + 3]);
-    if constexpr (V == 16) {
-      *reinterpret_cast<uint4*>(p) = make_uint4(w[0], w[1], w[2], w[3]);
-    } else if constexpr (V == 8) {
-      *reinterpret_cast<uint2*>(p) = make_uint2(w[0], w[1]);
-    } else {
-      *reinterpret_cast<uint32_t*>(p) = w[0];
+    for (int k = 0; k < V / 4; ++k) w[k] = pack4<T>(in[4 * k], in[4 * k + 1], in[4 * k + 2], in[4 * k + 3]);
+    store_words<V / 4, kWhole>(p, w);
+  } else if constexpr (kWhole && sizeof(T) * V >= 4) {  // floats, or two 16-bit elements to a word
+    constexpr int kPer = 4 / sizeof(T);
+    uint32_t w[V / kPer];
+#pragma unroll
+    for (int k = 0; k < V / kPer; ++k) {
+      w[k] = float_to_bits<T>(in[k * kPer]);
+      if constexpr (kPer == 2) w[k] |= float_to_bits<T>(in[k * kPer + 1]) << 16;
     }
+    store_words<V / kPer, true>(p, w);
   } else {
     constexpr int A = access_elems<T, V>();
 #pragma unroll
@@ -827,8 +850,9 @@ __device__ __forceinline__ float unscaled_absmax(const Params& p, const Load& lo
   return 0.f;
 }
 
-// Normalize, quantize (times qmul) and store this thread's vectors of a row at y_off.
-template <class K, int P, int V, bool kHeld, int U = P, class Load, class Cols>
+// Normalize, quantize (times qmul) and store this thread's vectors of a row at y_off;
+// kWhole: the stores by intrinsic (store_words).
+template <class K, int P, int V, bool kHeld, int U = P, bool kWhole = false, class Load, class Cols>
 __device__ __forceinline__ void normalize_row(const Params& p, const Stats& st, const Load& load,
                                               const Cols& cols, const Columns<K, kHeld ? P : 1, V>& c,
                                               float qmul, i64 y_off) {
@@ -837,7 +861,7 @@ __device__ __forceinline__ void normalize_row(const Params& p, const Stats& st, 
 #pragma unroll
       for (int j = 0; j < V; ++j) out[j] *= qmul;
     }
-    store_vec<typename K::Y, V>(static_cast<typename K::Y*>(p.y) + y_off + cols(i), out);
+    store_vec<typename K::Y, V, kWhole>(static_cast<typename K::Y*>(p.y) + y_off + cols(i), out);
   });
 }
 
@@ -1333,12 +1357,12 @@ __device__ __forceinline__ void two_pass(const Params& p) {
       const float qmul = dynamic_scale<K>(p, amax[0], row, threadIdx.x == 0);
       for (c0 = 0; c0 < n; c0 += kChunk) {
         load_chunk(false);
-        normalize_row<K, P, V, false>(p, st, load, cols, none, qmul, row * n);
+        normalize_row<K, P, V, false, P, true>(p, st, load, cols, none, qmul, row * n);
       }
     } else {
       for (c0 = last_chunk; c0 >= 0; c0 -= kChunk) {
         load_chunk(false);
-        normalize_row<K, P, V, false>(p, st, load, cols, none, static_mul, row * n);
+        normalize_row<K, P, V, false, P, true>(p, st, load, cols, none, static_mul, row * n);
       }
     }
     if (threadIdx.x == 0) save_stats<K>(p, row, st);

@@ -86,6 +86,25 @@ def _log(prog) -> str:
     return buf.rstrip(b"\0 ").decode(errors="replace")
 
 
+def ptx_of(path: Path, arch: str = "compute_90") -> str:
+    """The PTX NVRTC makes of a generated instance file (what NVVM emits, before ptxas): for
+    checking the instructions a kernel is built from without a GPU."""
+    from cuda.bindings import nvrtc
+
+    path = Path(path)
+    prog = _check(nvrtc.nvrtcCreateProgram(path.read_bytes(), path.name.encode(), 0, [], []),
+                  what="create")
+    try:
+        opts = [o.encode() for o in options(arch, path.parent) if o != "-Xptxas=-v"]
+        _check(nvrtc.nvrtcCompileProgram(prog, len(opts), opts), prog, f"compile of {path.name}")
+        size = _check(nvrtc.nvrtcGetPTXSize(prog), what="ptx size")
+        ptx = b" " * size
+        _check(nvrtc.nvrtcGetPTX(prog, ptx), what="ptx")
+        return ptx.rstrip(b"\0 ").decode()
+    finally:
+        nvrtc.nvrtcDestroyProgram(prog)
+
+
 def compile_file(path: Path, arch: str = "sm_90") -> Compiled:
     """Compile a generated instance file (its header sits beside it) for `arch`."""
     from cuda.bindings import nvrtc

@@ -6,7 +6,8 @@ default), over M x N = 2^27 elements as the benchmark, or K times as many rows. 
 --ptxas (no GPU needed) each candidate is compiled instead, and its registers and spills
 printed.
 
-A candidate is (threads per row, rows per block, cluster, staged, grid, *patches): grid is
+A candidate is (threads per row, rows per block, cluster, staged, grid, *patches) (staged
+"2p": the two-pass pipeline, in blocks of that many threads, at any N): grid is
 "full" (one block or cluster per row group), "rK" (about K row groups per block, at least
 one wave), "gK" (K row groups: blocks or clusters) or a number of waves (blocks the device
 holds at once; tiles.Tile.waves is the committed choice); patches name PATCHES entries, text
@@ -70,6 +71,7 @@ BLOCKS = re.compile(r"b(\d+)$")  # a residency patch: "b2" = built for 2 blocks 
 SHARED = re.compile(r"s(\d+)$")  # launched with this many KB of shared memory (to hold fewer blocks per SM)
 CARVEOUT = re.compile(r"c(\d+)$")  # launched preferring this percentage of L1 + shared memory as shared memory
 NOKEEP = "nokeep"  # LayerNorm + quant's staged rows not kept as floats (tiles.KEEP_STAGE_BYTES 0)
+TWO_PASS = "2p"  # in a candidate's `staged` place: the two-pass pipeline, `threads` a block
 KEEP = re.compile(r"keep(\d+)$")  # ... kept as floats up to this many KB a block (tiles.KEEP_STAGE_BYTES)
 
 
@@ -376,6 +378,37 @@ CANDIDATES = {  # name: (bench op, dtype, N, candidates)
            ("layernorm", DType.FP32, 16384, [(1024, 1, 1, False, 16, "b1")]),
            ("layernorm", DType.BF16, 4096, [(256, 1, 1, False, 16, "b6", "noredo")]),
            ("layernorm", DType.BF16, 8192, [(512, 1, 1, False, 16, "b3", "noredo")])]},
+    # The committed 16-bit register tiles built lean at fewer registers (same threads and
+    # vectors, more blocks per SM; committed first, H100, copy 2970 GB/s): LayerNorm bf16
+    # 1024 0.984 / b8 0.980, 2048 0.982 / 0.971, 4096 0.984 / b8 0.979 / b6 0.968, 8192 0.974 /
+    # b4 0.980 / b3 0.953, 16384 0.976 / b2 0.971 / b3 0.901; fp16 0.984 / 0.979, 0.990 /
+    # 0.983, 0.989 / 0.965 / 0.966, 0.982 / 0.975 / 0.966, 0.975 / 0.980 / 0.912; RMSNorm bf16
+    # 0.994 / 0.987, 0.989 / 0.990, 0.981 / 0.993 / 0.993, 0.998 / 0.991 / 0.992, 0.973 /
+    # 0.986 / 0.993; fp16 0.994 / 0.983, 0.982 / 0.985, 0.986 / 0.982 / 0.982, 0.985 / 0.979 /
+    # 0.977, 0.981 / 0.978 / 0.980. Within the spread: nothing committed.
+    **{f"lean2{op}{x.value}{n}": (op, x, n, [committed(op, x, n)] + cs)
+       for op, x, n, cs in [
+           (op, x, n, [(*(t if isinstance(t, tuple) else (t, 1)), 1, False, 16, b) for t, b in tb])
+           for op in ("layernorm", "rmsnorm") for x in (DType.BF16, DType.FP16) for n, tb in [
+               (1024, [((32, 4), "b8")]), (2048, [((64, 2), "b8")]),
+               (4096, [(128, "b8"), (128, "b6")]), (8192, [(256, "b4"), (256, "b3")]),
+               (16384, [(512, "b2"), (512, "b3")])]]},
+    # Two-pass rows (staged "2p"), H100, copy 2969-2984 GB/s. Their output vectors' stores
+    # as NVVM split them (tpsplit) against whole (store_words' intrinsic, committed), built
+    # for one block per SM (the spec's), two (b2) or three (b3), and with the first pass
+    # loaded evict_last (tpkeepl2). N = 2^19: LayerNorm bf16 0.258 / 0.634 / b2 0.637 / b3
+    # 0.636 / b2 + tpkeepl2 0.626; RMSNorm bf16 0.266 / 0.635; fp16 0.272 / 0.633; fp32 0.611
+    # / 0.612; add + LayerNorm 0.610 / 0.610; LayerNorm + int8 0.403 / 0.402; 2^20 bf16 0.355
+    # / 0.531. At one-pass sizes, against the committed one-pass tile (first): LayerNorm fp32
+    # 16384 0.963 / two-pass 0.804-0.820, 1024 threads b2 + tpkeepl2 0.885; 32768 0.947 /
+    # 0.709-0.769; bf16 16384 0.975 / (split) 0.364, b3 + tpkeepl2 0.947; 32768 0.962 /
+    # 0.754-0.910; 65536 0.901 / 0.671-0.756; RMSNorm 65536 0.942 / 0.688-0.802.
+    **{f"twopass{op}{x.value}{n}": (op, x, n, [(512, 1, 1, TWO_PASS, 16, *p) for p in (
+        ("tpsplit",), (), ("b2",), ("b3",), ("b2", "tpkeepl2"))])
+       for op, x, n in [("layernorm", DType.BF16, 524288), ("rmsnorm", DType.BF16, 524288),
+                        ("layernorm", DType.FP16, 524288), ("layernorm", DType.FP32, 524288),
+                        ("add+layernorm", DType.BF16, 524288), ("layernorm+int8", DType.BF16, 524288),
+                        ("layernorm", DType.BF16, 1048576)]},
 }
 
 
@@ -428,6 +461,14 @@ def load_hint(policy: str = "", l1: str = "") -> list:
 
 
 PATCHES = {  # name: [(old, new), ...]
+    # two-pass rows stored as plain vector stores (as before store_words' intrinsic), and their
+    # first pass loaded with L2's evict_last policy
+    "tpsplit": [(f"normalize_row<K, P, V, false, P, true>(p, st, load, cols, none, {m}, row * n);",
+                 f"normalize_row<K, P, V, false, P, false>(p, st, load, cols, none, {m}, row * n);")
+                for m in ("qmul", "static_mul")],
+    "tpkeepl2": [("      for (int i = 0; i < P; ++i) load_in<K, P, V>(in, i, xr, rr, cols(i), cols.inside(i));",
+                  "      for (int i = 0; i < P; ++i) { if (store_sum) load_in<K, P, V, Cache::KEEP_L2>(in, i, xr, rr, "
+                  "cols(i), cols.inside(i)); else load_in<K, P, V>(in, i, xr, rr, cols(i), cols.inside(i)); }")],
     # staged rows loaded in batches of 8 vectors (4 with a residual) instead of 4 (2)
     "batch8": [("constexpr int kPerBatch = kAdd ? 2 : 4;", "constexpr int kPerBatch = kAdd ? 4 : 8;")],
     # timing only (unsafe): LayerNorm never sums a row again around a better shift
@@ -496,6 +537,14 @@ def patched(files: dict, names) -> dict:
 def candidate(op, x, n, cand):
     """(spec, rendered files) of a candidate, with the tile tables set to it until exit."""
     threads, rows, cluster, staged, grid, *patch = cand
+    if staged == TWO_PASS:
+        saved, tiles.TWO_PASS_THREADS = tiles.TWO_PASS_THREADS, threads
+        try:
+            spec = replace(bench.call_spec(op, x), pipeline=Pipeline.TWO_PASS, bucket=None, vec=x.vmax)
+            yield spec, patched(codegen.outputs([spec]), patch)
+        finally:
+            tiles.TWO_PASS_THREADS = saved
+        return
     special = (tiles.QUANT_LN_TILES, tiles.LEAN_LN_TILES)
     saved = (tiles.ONE_PASS_TILES[x.itemsize].get(n), [dict(t.get(x.itemsize, {})) for t in special],
              tiles.ONE_PASS_MAX_N[x])
@@ -526,7 +575,7 @@ def candidate(op, x, n, cand):
 def describe(op, x, n, cand, spec) -> str:
     threads, rows, cluster, staged, grid, *patch = cand
     return (f"{op:14s} {x.value} N={n:6d} threads={threads:4d} rows={rows} cluster={cluster} "
-            f"staged={staged:d} grid={grid!s:4s} {'+'.join(patch):10s} P={spec.tile.repeat:2d}")
+            f"staged={staged if staged == TWO_PASS else int(staged)} grid={grid!s:4s} {'+'.join(patch):10s} P={spec.tile.repeat:2d}")
 
 
 def ptxas_candidate(op, x, n, cand):

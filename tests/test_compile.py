@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from normgen import codegen
-from normgen.compile import compile_file
+from normgen.compile import compile_file, ptx_of
 from normgen.spec import parse_name
 
 from .conftest import source_dir
@@ -52,6 +52,18 @@ def test_heavy_fusions_compile_without_spills(name, tmp_path):
     spec = parse_name(name)
     codegen.write(tmp_path, codegen.outputs([spec]))
     assert_compiles_clean(tmp_path / spec.file_name)
+
+
+@pytest.mark.parametrize("name", ["layernorm_fwd_bf16_2p_v8", "rmsnorm_fwd_fp16_2p_v8", "layernorm_fwd_fp32_2p_v4",
+                                  "layernorm_fwd_bf16_nb8192_1p_v8", "layernorm_fwd_bf16_nb65536_1p_v8"])
+def test_output_vectors_are_stored_whole(name, tmp_path):
+    """Each thread's 16-byte output vectors go out in one store each: NVVM split the two-pass
+    kernels' into 16- and 32-bit stores, and bf16 rows of 2^19 ran at 0.26 of copy against
+    0.63 whole (H100)."""
+    spec = parse_name(name)
+    codegen.write(tmp_path, codegen.outputs([spec]))
+    stores = re.findall(r"\bst\.global[.\w]*", ptx_of(tmp_path / spec.file_name))
+    assert stores and all(s.endswith((".v4.u32", ".v4.f32")) for s in stores), stores
 
 
 def test_template_has_no_generic_lambdas():
