@@ -17,7 +17,7 @@ from .spec import KernelSpec
 from .types import DType, FusedAdd, Norm, Pipeline, Quant
 
 ELEMENTS = 1 << 27
-BIG_N = (1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072, 262144, 524288)  # 524288: two-pass
+BIG_N = (1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072, 262144, 524288)
 SMALL = ((1, 4096), (32, 4096), (256, 4096), (1, 8192), (32, 8192), (256, 8192))
 DTYPES = ("bfloat16", "float16", "float32")
 IMPLS = ("normgen", "torch", "torch.compile")

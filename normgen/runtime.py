@@ -23,6 +23,8 @@ _CU_LAUNCH_PARAM_BUFFER_POINTER = 1
 _CU_LAUNCH_PARAM_BUFFER_SIZE = 2
 _CU_LAUNCH_PARAM_END = 0
 _MAX_DYNAMIC_SHARED_SIZE_BYTES = 8  # CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+_NON_PORTABLE_CLUSTER_SIZE_ALLOWED = 14  # CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED
+PORTABLE_CLUSTER = 8  # larger clusters (16 on an H100) must be allowed per kernel
 
 
 class _Buffers(threading.local):
@@ -138,6 +140,8 @@ def _load(spec: KernelSpec, source_dir: Path, device: int, symbol: str) -> Kerne
         tile = spec.tile
         if tile.stage_bytes > 48 * 1024:  # beyond the default dynamic shared-memory limit
             driver.funcSetAttribute(func.ptr, _MAX_DYNAMIC_SHARED_SIZE_BYTES, tile.stage_bytes)
+        if tile.cluster > PORTABLE_CLUSTER:
+            driver.funcSetAttribute(func.ptr, _NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1)
         per_sm = driver.occupancyMaxActiveBlocksPerMultiprocessor(
             func.ptr, tile.block_threads, tile.stage_bytes)
         blocks = max(per_sm, 1) * props["multiProcessorCount"]

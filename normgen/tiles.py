@@ -47,6 +47,13 @@ from .types import DType
 # 32: fp32 keeps 64. At 65536 and 32768 (clusters of two, one block) more blocks per SM were
 # no faster: LayerNorm + int8 32768 0.78 -> 0.71, 65536 LayerNorm 0.892-0.919 ->
 # 0.884-0.887.
+#
+# Rows of 2^19 over clusters of 16 (non-portable on an H100: runtime._load allows them per
+# kernel), each block staging 64 KB (16-bit, 512 threads at 40 registers) or 128 KB (fp32,
+# 1024 threads), instead of the two-pass pipeline's three passes over DRAM. Twelfth session
+# (tune_tiles "big" groups): LayerNorm bf16 0.637 -> 0.820 (clusters of eight 1024-thread
+# blocks 0.747; 16 x 512 at 64 registers 0.756), fp16 0.630 -> 0.765 (at 64 registers),
+# RMSNorm bf16 0.644 -> 0.844, fp32 LayerNorm 0.616 -> 0.680.
 ONE_PASS_TILES: dict[int, dict[int, tuple]] = {
     2: {
         64: (8, 16, 1, False),
@@ -62,6 +69,7 @@ ONE_PASS_TILES: dict[int, dict[int, tuple]] = {
         65536: (512, 1, 2, True),
         131072: (256, 1, 8, True, 40),
         262144: (512, 1, 8, True, 40),
+        524288: (512, 1, 16, True, 40),
     },
     4: {
         64: (16, 8, 1, False),
@@ -77,6 +85,7 @@ ONE_PASS_TILES: dict[int, dict[int, tuple]] = {
         65536: (1024, 1, 2, True),
         131072: (512, 1, 8, True),
         262144: (1024, 1, 8, True),
+        524288: (1024, 1, 16, True),
     },
 }
 BUCKETS: tuple[int, ...] = tuple(sorted(set().union(*ONE_PASS_TILES.values())))

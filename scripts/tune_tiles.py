@@ -20,7 +20,7 @@ per block (fewer blocks per SM), "cK": launched preferring K% of L1 + shared mem
 shared memory (fewer blocks per SM, the same L1 per block), or "nokeep": LayerNorm + quant's
 staged rows not kept as floats. Without a bK patch a candidate's tile gets Tile.registers'
 default budget (64 registers staged, 128 in registers). Clusters of more than 8 blocks (16:
-non-portable) are allowed at launch.
+non-portable) are allowed at load (runtime._load).
 CANDIDATES holds the last experiment run."""
 import contextlib
 import re
@@ -36,7 +36,6 @@ from normgen.types import DType, Pipeline, Quant  # noqa: E402
 F = "full"
 KEEP_STAGE_BYTES = tiles.KEEP_STAGE_BYTES
 _PREFERRED_SHARED_MEMORY_CARVEOUT = 9  # CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT (percent)
-_NON_PORTABLE_CLUSTER_SIZE_ALLOWED = 14  # CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED (clusters of 16)
 
 
 def cands(shapes, grids, *patches):
@@ -409,6 +408,14 @@ CANDIDATES = {  # name: (bench op, dtype, N, candidates)
                         ("layernorm", DType.FP16, 524288), ("layernorm", DType.FP32, 524288),
                         ("add+layernorm", DType.BF16, 524288), ("layernorm+int8", DType.BF16, 524288),
                         ("layernorm", DType.BF16, 1048576)]},
+    # One-pass rows of 2^19, staged over clusters of 8 (1024 threads, 128 KB a block, as fp32
+    # 262144) or 16 (non-portable), against the two-pass pipeline (first).
+    **{f"big{op}{x.value}": (op, x, 524288, [(512, 1, 1, TWO_PASS, 16)] + cs)
+       for op, x, cs in [
+           ("layernorm", DType.BF16, [(1024, 1, 8, True, 4), (512, 1, 16, True, 4), (512, 1, 16, True, 4, "b3")]),
+           ("layernorm", DType.FP16, [(1024, 1, 8, True, 4), (512, 1, 16, True, 4)]),
+           ("rmsnorm", DType.BF16, [(1024, 1, 8, True, 4), (512, 1, 16, True, 4), (512, 1, 16, True, 4, "b3")]),
+           ("layernorm", DType.FP32, [(1024, 1, 16, True, 4)])]},
 }
 
 
@@ -547,7 +554,8 @@ def candidate(op, x, n, cand):
         return
     special = (tiles.QUANT_LN_TILES, tiles.LEAN_LN_TILES)
     saved = (tiles.ONE_PASS_TILES[x.itemsize].get(n), [dict(t.get(x.itemsize, {})) for t in special],
-             tiles.ONE_PASS_MAX_N[x])
+             tiles.ONE_PASS_MAX_N[x], tiles.BUCKETS)
+    tiles.BUCKETS = tuple(sorted({*tiles.BUCKETS, n}))  # a candidate may be a bucket of its own
     # a bK patch is the tile's register budget too (a register-held one under 128 is lean)
     budget = [tiles.REGISTERS_PER_SM // (threads * rows * int(m[1])) for m in map(BLOCKS.match, patch) if m]
     tiles.ONE_PASS_TILES[x.itemsize][n] = (threads, rows, cluster, staged, *budget)
@@ -568,7 +576,7 @@ def candidate(op, x, n, cand):
             del tiles.ONE_PASS_TILES[x.itemsize][n]
         for t, entries in zip(special, saved[1]):
             t.get(x.itemsize, {}).update(entries)
-        tiles.ONE_PASS_MAX_N[x] = saved[2]
+        tiles.ONE_PASS_MAX_N[x], tiles.BUCKETS = saved[2], saved[3]
         tiles.KEEP_STAGE_BYTES = KEEP_STAGE_BYTES
 
 
@@ -603,11 +611,6 @@ def time_candidate(op, x, n, cand, ins, ceiling):
 def time_dispatched(op, x, n, cand, ins, ceiling, spec, folder):
     import torch
     threads, rows, cluster, staged, grid, *patch = cand
-    if cluster > 8:  # a non-portable cluster size: allowed per kernel before its first launch
-        module = runtime._module(spec, folder, torch.cuda.current_device())
-        for symbol, _ in spec.kernels:
-            runtime.driver.funcSetAttribute(module.get_function(symbol).kernel.ptr,
-                                            _NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1)
     fn = bench.OPS[op][2](*ins)["normgen"]
     fn()
     (kernel,) = runtime._loaded.values()

@@ -96,7 +96,8 @@ def test_one_pass_tiles_cover_their_buckets(x, vec, quant_ln):
         t = tiles.one_pass_tile(x, bucket, vec, quant_ln)
         assert t.threads_per_row * t.cluster * t.vec * t.repeat == bucket
         assert t.threads_per_row & (t.threads_per_row - 1) == 0, "threads per row: a power of two"
-        assert t.cluster in (1, 2, 4, 8), "portable cluster sizes"
+        # portable sizes, or 16: non-portable, which runtime._load allows for the kernel
+        assert t.cluster in (1, 2, 4, 8, 16), "cluster sizes an H100 launches"
         assert t.cluster == 1 or t.rows_per_block == 1, "a cluster serves one row"
         assert t.block_threads <= 1024 and t.block_threads % 32 == 0
         assert t.repeat * t.vec * x.itemsize >= 16, "at least 16 bytes per thread"
