@@ -34,17 +34,18 @@ def _n_cases(spec):
 
 
 def _cases(spec, seed):
-    """Plain instances: M = 1000 up to N = 8192 and at N_VALUES, else 64 (a quick
-    reference). Fused instances (many more, sharing the plain ones' row walk): M = 256 up to
-    N = 8192, else 16; and the special kinds at the instance's largest N. LayerNorm there
-    also with rows whose shifts lie far from their mean; RMSNorm without gamma and with
-    weight_offset = 1 (Gemma's 1 + gamma)."""
+    """Plain instances: M = 1000 up to N = 8192 and at N_VALUES, else 64, and 16 past
+    262144 (a quick reference: fewer rows than a grid holds either way). Fused instances
+    (many more, sharing the plain ones' row walk): M = 256 up to N = 8192, else 16; and the
+    special kinds at the instance's largest N. LayerNorm there also with rows whose shifts
+    lie far from their mean; RMSNorm without gamma and with weight_offset = 1 (Gemma's 1 +
+    gamma)."""
     plain = spec.fused_add == FusedAdd.NONE and not spec.x_bias and spec.quant == Quant.NONE
     call = None if plain and spec.norm == Norm.LAYERNORM else semantics(spec)
     ns = _n_cases(spec)
     for n in ns:
         if plain:
-            big = 1000 if n <= 8192 or n in N_VALUES else 64
+            big = 1000 if n <= 8192 or n in N_VALUES else 64 if n <= 262144 else 16
         else:  # above 8192 a few rows hold millions of elements; the row walk is the plain one's
             big = 256 if n <= 8192 else 16
         for m in M_VALUES[:-1] + (big,):
