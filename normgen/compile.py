@@ -2,6 +2,7 @@
 dispatcher) and ahead of time (the CPU test suite, which needs no GPU)."""
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import re
@@ -86,23 +87,37 @@ def _log(prog) -> str:
     return buf.rstrip(b"\0 ").decode(errors="replace")
 
 
+@contextlib.contextmanager
+def _compiled(path: Path, opts: list[str]):
+    """The NVRTC program of a generated instance file (its header sits beside it), compiled
+    with `opts`; destroyed on exit."""
+    from cuda.bindings import nvrtc
+
+    prog = _check(nvrtc.nvrtcCreateProgram(path.read_bytes(), path.name.encode(), 0, [], []),
+                  what="create")
+    try:
+        raw = [o.encode() for o in opts]
+        _check(nvrtc.nvrtcCompileProgram(prog, len(raw), raw), prog, f"compile of {path.name}")
+        yield prog
+    finally:
+        nvrtc.nvrtcDestroyProgram(prog)
+
+
+def _output(prog, get_size, get, what: str) -> bytes:
+    size = _check(get_size(prog), what=f"{what} size")
+    out = b" " * size
+    _check(get(prog, out), what=what)
+    return out
+
+
 def ptx_of(path: Path, arch: str = "compute_90") -> str:
     """The PTX NVRTC makes of a generated instance file (what NVVM emits, before ptxas): for
     checking the instructions a kernel is built from without a GPU."""
     from cuda.bindings import nvrtc
 
     path = Path(path)
-    prog = _check(nvrtc.nvrtcCreateProgram(path.read_bytes(), path.name.encode(), 0, [], []),
-                  what="create")
-    try:
-        opts = [o.encode() for o in options(arch, path.parent) if o != "-Xptxas=-v"]
-        _check(nvrtc.nvrtcCompileProgram(prog, len(opts), opts), prog, f"compile of {path.name}")
-        size = _check(nvrtc.nvrtcGetPTXSize(prog), what="ptx size")
-        ptx = b" " * size
-        _check(nvrtc.nvrtcGetPTX(prog, ptx), what="ptx")
-        return ptx.rstrip(b"\0 ").decode()
-    finally:
-        nvrtc.nvrtcDestroyProgram(prog)
+    with _compiled(path, [o for o in options(arch, path.parent) if o != "-Xptxas=-v"]) as prog:
+        return _output(prog, nvrtc.nvrtcGetPTXSize, nvrtc.nvrtcGetPTX, "ptx").rstrip(b"\0 ").decode()
 
 
 def compile_file(path: Path, arch: str = "sm_90") -> Compiled:
@@ -110,15 +125,6 @@ def compile_file(path: Path, arch: str = "sm_90") -> Compiled:
     from cuda.bindings import nvrtc
 
     path = Path(path)
-    prog = _check(nvrtc.nvrtcCreateProgram(path.read_bytes(), path.name.encode(), 0, [], []),
-                  what="create")
-    try:
-        opts = [o.encode() for o in options(arch, path.parent)]
-        _check(nvrtc.nvrtcCompileProgram(prog, len(opts), opts), prog, f"compile of {path.name}")
+    with _compiled(path, options(arch, path.parent)) as prog:
         log = _log(prog)
-        size = _check(nvrtc.nvrtcGetCUBINSize(prog), what="cubin size")
-        cubin = b" " * size
-        _check(nvrtc.nvrtcGetCUBIN(prog, cubin), what="cubin")
-        return Compiled(cubin, log)
-    finally:
-        nvrtc.nvrtcDestroyProgram(prog)
+        return Compiled(_output(prog, nvrtc.nvrtcGetCUBINSize, nvrtc.nvrtcGetCUBIN, "cubin"), log)
