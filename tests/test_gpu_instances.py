@@ -1,7 +1,6 @@
 """GPU: every selected instance (LayerNorm and RMSNorm) against the NumPy reference."""
 from __future__ import annotations
 
-
 import numpy as np
 import pytest
 
