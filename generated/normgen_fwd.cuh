@@ -1178,9 +1178,8 @@ __device__ __forceinline__ void one_pass(const Params& p) {
 // residual's: 64 bytes in flight per thread at 16-byte vectors, within the 64 registers).
 // Few registers, so several blocks share an SM and hide each other's barrier waits. Each
 // thread reads back only the vectors it wrote: the staging needs no barriers of its own.
-// A LayerNorm + dynamic quant row is loaded past L1: its two output passes read the
-// per-column vectors (gamma and beta: 128 KB at 16-bit 32768) from L1, which shared memory
-// shrinks.
+// Some rows are loaded past L1 (K::kRowPastL1, spec.row_past_l1), which shared memory
+// shrinks, leaving it to the per-column vectors that every row reads.
 // kKeep (LayerNorm's dynamic quant, K::kKeepOutputs): the row is staged as floats, and the
 // outputs computed for its absolute maximum replace it there for the stores (spec.tile
 // gives such blocks the float row's shared memory).
@@ -1191,11 +1190,6 @@ __device__ __forceinline__ void one_pass_staged(const Params& p) {
   constexpr bool kAdd = K::kFusedAdd != 0;
   constexpr bool kKeep = K::kKeepOutputs;
   constexpr int kPerBatch = kAdd ? 2 : 4;  // vectors: four loads with the residual's
-  // LayerNorm's dynamic quant reads the per-column vectors in two output passes: its row is
-  // loaded past L1 (elsewhere ptxas spilled 4-8 bytes for it: add + LayerNorm and RMSNorm
-  // at 65536-262144, RMSNorm's quant with an add, and fp32 columns beside a 16-bit row)
-  constexpr bool kRowPastL1 =
-      K::kQuant == Quant::DYNAMIC && !merged_max<K>() && sizeof(typename K::W) == sizeof(X);
   constexpr int kBatch = P < kPerBatch ? P : kPerBatch;
   static_assert(K::kRowsPerBlock == 1 && P % kBatch == 0, "staged tiles serve one row per block");
   constexpr int S = scratch_sets<K>();
@@ -1228,8 +1222,8 @@ __device__ __forceinline__ void one_pass_staged(const Params& p) {
       const auto batch_cols = row_cols<kFull>([=](int b) { return cols(i0 + b); }, n);
 #pragma unroll
       for (int b = 0; b < kBatch; ++b)
-        load_in<K, kBatch, V, kRowPastL1 ? Cache::PAST_L1 : Cache::NORMAL>(batch, b, xr, rr, batch_cols(b),
-                                                                         batch_cols.inside(b));
+        load_in<K, kBatch, V, K::kRowPastL1 ? Cache::PAST_L1 : Cache::NORMAL>(batch, b, xr, rr, batch_cols(b),
+                                                                            batch_cols.inside(b));
       if constexpr (K::kNorm == Norm::LAYERNORM) {
         if (i0 == 0) k = Pilot<K, V>::shift(p, xr, rr, n);  // read with the first batch
       }
@@ -1381,6 +1375,8 @@ __device__ __forceinline__ void norm_fwd(const Params& p) {
   static_assert(!kFull || (K::kPipeline == Pipeline::ONE_PASS && K::kStaged), "only staged rows have whole-row kernels");
   static_assert(!K::kLean || (K::kPipeline == Pipeline::ONE_PASS && !K::kStaged),
                 "only register-held one-pass rows are built lean");
+  static_assert(!K::kRowPastL1 || (K::kPipeline == Pipeline::ONE_PASS && K::kStaged),
+                "only staged rows choose where their loads of x leave their lines");
   if constexpr (K::kPipeline == Pipeline::ONE_PASS && K::kStaged) {
     Params q = p;  // in a whole-row kernel n is a compile-time constant everywhere (counts, offsets)
     if constexpr (kFull) q.n = K::kThreadsPerRow * K::kCluster * K::kRepeat * K::kVec;

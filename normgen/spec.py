@@ -119,6 +119,25 @@ class KernelSpec:
         return self._dynamic_layernorm and self.pipeline == Pipeline.ONE_PASS and tiles.keeps_outputs(self.tile)
 
     @property
+    def row_past_l1(self) -> bool:
+        """Staged one-pass rows loaded past L1 (ld.global.cg), leaving L1, which their shared
+        memory shrinks, to the per-column vectors that every row reads again:
+        - LayerNorm's dynamic quant, whose two output passes read gamma and beta, where they
+          are of x's precision (elsewhere ptxas spilled 4-8 bytes for it: add + LayerNorm and
+          RMSNorm at 65536-262144, RMSNorm's quant with an add, fp32 columns beside a 16-bit
+          row);
+        - unfused 16-bit LayerNorm over clusters of eight or more (131072 up: 32 KB or 64 KB
+          of a row a block, three to six blocks an SM). Measured on an H100 (tune_tiles.py
+          "xl2" groups, thirteenth session, committed / past L1): bf16 131072 0.897 / 0.908,
+          262144 0.867 / 0.882, 524288 0.825 / 0.835; fp16 0.889 / 0.906, 0.862 / 0.877, 0.822
+          / 0.840. Not elsewhere: one-block 16-bit rows at 32768 0.96 -> 0.89, RMSNorm past
+          262144 -0.01-0.02 (and 8 bytes spilled), add + LayerNorm at 131072-262144 -0.01,
+          fp32 and 65536 within 0.01."""
+        dynamic_ln = self._dynamic_layernorm and self.w.itemsize == self.x.itemsize
+        plain_ln = self.norm == Norm.LAYERNORM and not self.fused and self.x.itemsize == 2 and self.tile.cluster >= 8
+        return self.pipeline == Pipeline.ONE_PASS and self.tile.stage_bytes > 0 and (dynamic_ln or plain_ln)
+
+    @property
     def fused(self) -> bool:
         """A fused prologue or epilogue: residual add, x-bias or quant."""
         return self.fused_add != FusedAdd.NONE or self.x_bias or self.quant != Quant.NONE

@@ -164,6 +164,22 @@ def test_stage_bytes_and_residency(name, stage_bytes, blocks):
     assert spec.min_blocks_per_sm == blocks
 
 
+@pytest.mark.parametrize("name, past", [
+    ("layernorm_fwd_bf16_dqint8_syfp32_nb65536_1p_v8", True),  # two output passes read the columns
+    ("layernorm_fwd_bf16_wfp32_dqint8_syfp32_nb65536_1p_v8", False),  # ... but fp32 columns spilled
+    ("rmsnorm_fwd_bf16_dqfp8_syfp32_nb65536_1p_v8", False),  # one output pass
+    ("layernorm_fwd_bf16_nb131072_1p_v8", True),  # unfused 16-bit, clusters of eight
+    ("layernorm_fwd_fp16_wfp32_nb524288_1p_v8_mv", True),
+    ("layernorm_fwd_bf16_nb65536_1p_v8", False),  # clusters of two
+    ("layernorm_fwd_fp32_nb262144_1p_v4", False),  # fp32
+    ("layernorm_fwd_bf16_add1_nb262144_1p_v8", False),  # fused
+    ("rmsnorm_fwd_bf16_nb262144_1p_v8", False),
+    ("layernorm_fwd_bf16_2p_v8", False),
+])
+def test_which_rows_are_loaded_past_l1(name, past):
+    assert parse_name(name).row_past_l1 is past
+
+
 @pytest.mark.parametrize("name, full", [
     ("rmsnorm_fwd_bf16_dqfp8_syfp32_nb32768_1p_v8", True),
     ("layernorm_fwd_bf16_add1_nb262144_1p_v8", True),
