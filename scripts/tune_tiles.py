@@ -420,6 +420,45 @@ CANDIDATES = {  # name: (bench op, dtype, N, candidates)
            ("layernorm", DType.FP16, [(1024, 1, 8, True, 4), (512, 1, 16, True, 4)]),
            ("rmsnorm", DType.BF16, [(1024, 1, 8, True, 4), (512, 1, 16, True, 4), (512, 1, 16, True, 4, "b3")]),
            ("layernorm", DType.FP32, [(1024, 1, 16, True, 4)])]},
+    # Staged rows' columns partly kept in L1 (l1colsK), their x loaded past L1 (xl2), with a
+    # carveout leaving L1 the rest of the SM (cK); the committed tile first and last. H100,
+    # thirteenth session (copy 2971 GB/s), bf16: LayerNorm 65536 0.924 / xl2 0.923 / + l1cols0
+    # 0.783 / l1cols3 0.766 / l1cols4 c58 0.764 / l1cols8 c58 0.766 / l1cols4 alone 0.786 /
+    # 0.908; RMSNorm 65536 0.932 / 0.945 / 0.938 / l1cols8 0.945 / c58 0.943 / 0.944; add +
+    # LayerNorm 0.936 / 0.928 / l1cols3 0.815 / l1cols4 c58 0.818 / 0.941; LayerNorm 131072
+    # 0.887 / 0.910 / l1cols0 0.903 / l1cols2 0.902 / 0.898; 262144 0.863 / 0.878 / 0.831 /
+    # 0.832 / 0.862; LayerNorm + int8 65536 0.697 / l1cols0 0.547 / l1cols3 0.567 / l1cols4
+    # c58 0.543 / 0.694. A column test per vector (a branch around each load of gamma and
+    # beta) costs LayerNorm far more than L1 could give back, even where every column takes
+    # the same branch (l1cols0, l1cols8); x past L1 is the only gain (below).
+    **{f"l1c{op}{x.value}{n}": (op, x, n, [committed(op, x, n)] + [committed(op, x, n, *p) for p in ps]
+                                 + [committed(op, x, n)])
+       for op, x, n, ps in [
+           ("layernorm", DType.BF16, 65536, [("xl2",), ("xl2", "l1cols0"), ("xl2", "l1cols3"),
+                                              ("xl2", "l1cols4", "c58"), ("xl2", "l1cols8", "c58"), ("l1cols4",)]),
+           ("rmsnorm", DType.BF16, 65536, [("xl2",), ("xl2", "l1cols0"), ("xl2", "l1cols8"),
+                                            ("xl2", "l1cols8", "c58")]),
+           ("add+layernorm", DType.BF16, 65536, [("xl2",), ("xl2", "l1cols3"), ("xl2", "l1cols4", "c58")]),
+           ("layernorm", DType.BF16, 131072, [("xl2",), ("xl2", "l1cols0"), ("xl2", "l1cols2")]),
+           ("layernorm", DType.BF16, 262144, [("xl2",), ("xl2", "l1cols0"), ("xl2", "l1cols2")]),
+           ("layernorm+int8", DType.BF16, 65536, [("l1cols0",), ("l1cols3",), ("l1cols4", "c58")])]},
+    # Staged rows' x loaded past L1 (xl2), the committed tile first and last. H100, thirteenth
+    # session (copy 2973 GB/s), committed / xl2 / committed: LayerNorm bf16 32768 0.959 / 0.886
+    # / 0.957, 65536 0.895 / 0.910 / 0.903, 131072 0.897 / 0.908 / 0.896, 262144 0.867 /
+    # 0.882 / 0.866, 524288 0.824 / 0.835 / 0.825; fp16 0.955 / 0.969 / 0.967, 0.908 / 0.911 /
+    # 0.914, 0.887 / 0.906 / 0.890, 0.864 / 0.877 / 0.860, 0.818 / 0.840 / 0.826; fp32 within
+    # 0.002 at every N; RMSNorm bf16 0.976 / 0.910 / 0.974, 0.946 / 0.948 / 0.939, 0.906 /
+    # 0.918 / 0.908, 0.902 / 0.887 / 0.895, 0.849 / 0.830 / 0.848 (8 bytes spilled at 40
+    # registers from 131072); fp16 0.979 / 0.961 / 0.979, 0.936 / 0.945 / 0.940, 0.913 / 0.923
+    # / 0.913, 0.893 / 0.896 / 0.901, 0.848 / 0.834 / 0.837; fp32 within 0.005; add +
+    # LayerNorm 0.967 / 0.964, 0.949 / 0.943, 0.918 / 0.903 / 0.913, 0.865 / 0.850; add +
+    # RMSNorm and RMSNorm + fp8 within 0.01, mostly below. Committed (spec.row_past_l1):
+    # unfused 16-bit LayerNorm over clusters of eight or more.
+    **{f"xl2{op}{x.value}{n}": (op, x, n, [committed(op, x, n), committed(op, x, n, "xl2"), committed(op, x, n)])
+       for op, x, n in [(op, x, n) for op in ("layernorm", "rmsnorm") for x in (DType.BF16, DType.FP16, DType.FP32)
+                        for n in (32768, 65536, 131072, 262144, 524288)]
+       + [(op, DType.BF16, n) for op in ("add+layernorm", "add+rmsnorm", "rmsnorm+fp8")
+          for n in (32768, 65536, 131072, 262144)]},
 }
 
 
@@ -471,7 +510,24 @@ def load_hint(policy: str = "", l1: str = "") -> list:
     return [(old, load)]
 
 
+def l1_columns(eighths: int) -> list:
+    """Patches by which gamma and beta are kept in L1 only for the first `eighths` eighths of
+    the row's columns (the rest loaded past L1, ld.global.cg): a part that fits in L1 beside
+    shared memory, instead of all of them taking turns there."""
+    out = []
+    for v in ("g", "b"):
+        ptr = f"static_cast<const W*>(p.{'gamma' if v == 'g' else 'beta'}) + col"
+        out.append((f"{v}.load(i, {ptr});",
+                    f"if (col * 8 < static_cast<i64>(p.n) * {eighths}) {v}.load(i, {ptr}); "
+                    f"else {v}.template load<Cache::PAST_L1>(i, {ptr});"))
+    return out
+
+
 PATCHES = {  # name: [(old, new), ...]
+    # staged rows' x loaded past L1 (as LayerNorm + quant's), leaving L1 to the columns
+    "xl2": [("K::kRowPastL1 ? Cache::PAST_L1 : Cache::NORMAL", "Cache::PAST_L1")],
+    # gamma and beta of the first K eighths of a row kept in L1, the rest loaded past it
+    **{f"l1cols{k}": l1_columns(k) for k in range(9)},
     # two-pass rows stored as plain vector stores (as before store_words' intrinsic), and their
     # first pass loaded with L2's evict_last policy
     "tpsplit": [(f"normalize_row<K, P, V, false, P, true>(p, st, load, cols, none, {m}, row * n);",
