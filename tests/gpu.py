@@ -64,6 +64,25 @@ class Case:
     call: Optional[KernelSpec] = None  # the call's semantics (see semantics); None: plain LayerNorm
     weight_offset: float = 0.0  # RMSNorm: gamma + weight_offset
     gamma: bool = True  # RMSNorm: False passes gamma=None (no scale)
+    lead: tuple[int, ...] = ()  # kind "lead": the columns given the lead (shift_columns)
+
+
+def shift_columns(spec: KernelSpec, n: int) -> tuple[int, ...]:
+    """The columns of a row of n that LayerNorm's shifts are taken from (the template's
+    warp_shift and Pilot): in rows held in registers by one block, the first vector of L
+    evenly spaced lanes of each warp (of each row's T lanes where rows share a warp); in
+    rows over a cluster, the first 16 bytes (or vector). The two-pass pipeline's shift is
+    its first chunk's mean, and it has no second sum to fall back on: its rows get the same
+    few columns (outliers, not a far shift)."""
+    t = spec.tile
+    v = t.vec
+    if spec.pipeline == Pipeline.ONE_PASS and not t.stage_bytes and t.cluster == 1:
+        w = min(t.threads_per_row, 32)
+        lanes = 1 if t.repeat == 1 else min(32 // v, w, 8)
+        firsts = [s + k * w // lanes for s in range(0, t.threads_per_row, w) for k in range(lanes)]
+    else:
+        firsts = range(max(1, 16 // (v * spec.x.itemsize)))
+    return tuple(c for f in firsts for c in range(f * v, f * v + v) if c < n)
 
 
 def case_seed(seed: int, *what) -> int:
@@ -127,8 +146,8 @@ def make_inputs(case: Case) -> dict:
     N(0,1) rows; "offset" 1000 + N(0,1); "zero" every other row all zero, with zero beta
     and x-bias (y == 0 there); "huge" one element per row 2e4; "ties" a residual of half an
     ulp of x in a third of the elements, so that h lands on rounding midpoints; "lead" 3000
-    in the first 16 columns of every 256 (where LayerNorm's shifts are taken: the row's
-    first columns, each warp's first vector), so that the shifts lie far from the mean."""
+    in the columns LayerNorm's shifts are taken from (case.lead: shift_columns), so that
+    the shifts lie far from the mean."""
     import cupy
 
     rng = cupy.random.default_rng(case.seed)
@@ -140,7 +159,7 @@ def make_inputs(case: Case) -> dict:
     if case.kind == "huge":
         full[cupy.arange(case.m), rng.integers(0, case.n, case.m)] = 2e4
     if case.kind == LEAD:
-        full[:, cupy.arange(shape[1]) % 256 < 16] += 3000
+        full[:, list(case.lead)] += 3000
     x = full.astype(case.x.numpy)
     r = res.astype(case.x.numpy)
     if case.kind == "ties":

@@ -464,7 +464,9 @@ def test_rows_summed_again_keep_one_shift():
     be one float. As a plain addition they were not (NVRTC 13.0, H100; most likely one copy
     contracted into an FMA), and such a row's outputs came out an ulp of its mean off (scales
     1.4e-5 relative). The data of the run that found it: fp16 rows of 1000 + N(0, 1), a far
-    row's mean next to a midpoint between floats."""
+    row's mean next to a midpoint between floats. (Since warp_shift averages several lanes'
+    vectors, those rows are most likely not far any more; every LayerNorm instance's "lead"
+    case still sums rows again.)"""
     from normgen.spec import parse_name
 
     spec = parse_name("layernorm_fwd_fp16_smfp32_dqint8_syfp32_nb2048_1p_v8")

@@ -10,7 +10,8 @@ from normgen.types import FusedAdd, Norm, Pipeline, Quant
 from .conftest import source_dir
 from .gpu import (
     KINDS, LEAD, SPECIAL_KINDS, Case, assert_bits_equal, assert_close, assert_codes, assert_scales,
-    assert_stats, call_args, case_seed, expected, poisoned_allocations, requires_gpu, semantics, unrounded,
+    assert_stats, call_args, case_seed, expected, poisoned_allocations, requires_gpu, semantics, shift_columns,
+    unrounded,
 )
 
 pytestmark = requires_gpu
@@ -55,7 +56,8 @@ def _cases(spec, seed):
         for kind in SPECIAL_KINDS:
             yield Case(spec.x, spec.w, ns[-1], 3, kind, 8, case_seed(seed, kind), call)
     if spec.norm == Norm.LAYERNORM:
-        yield Case(spec.x, spec.w, ns[-1], 3, LEAD, 8, case_seed(seed, LEAD), call)
+        yield Case(spec.x, spec.w, ns[-1], 3, LEAD, 8, case_seed(seed, LEAD), call,
+                   lead=shift_columns(spec, ns[-1]))
     if spec.norm == Norm.RMSNORM:
         yield Case(spec.x, spec.w, ns[-1], 3, "offset", 8, seed ^ 1, call, gamma=False)
         yield Case(spec.x, spec.w, ns[-1], 3, "normal", 8, seed ^ 2, call, weight_offset=1.0)
