@@ -98,7 +98,7 @@ class KernelSpec:
     def tile(self) -> tiles.Tile:
         if self.pipeline == Pipeline.ONE_PASS:
             return tiles.one_pass_tile(self.x, self.bucket, self.vec, self._dynamic_layernorm, self.fused,
-                                       self.norm == Norm.LAYERNORM and not self.fused)
+                                       self._plain_layernorm)
         return tiles.two_pass_tile(self.vec, self.x)
 
     @property
@@ -134,7 +134,7 @@ class KernelSpec:
           262144 -0.01-0.02 (and 8 bytes spilled), add + LayerNorm at 131072-262144 -0.01,
           fp32 and 65536 within 0.01."""
         dynamic_ln = self._dynamic_layernorm and self.w.itemsize == self.x.itemsize
-        plain_ln = self.norm == Norm.LAYERNORM and not self.fused and self.x.itemsize == 2 and self.tile.cluster >= 8
+        plain_ln = self._plain_layernorm and self.x.itemsize == 2 and self.tile.cluster >= 8
         return self.pipeline == Pipeline.ONE_PASS and self.tile.stage_bytes > 0 and (dynamic_ln or plain_ln)
 
     @property
@@ -145,6 +145,10 @@ class KernelSpec:
     @property
     def _dynamic_layernorm(self) -> bool:
         return self.quant == Quant.DYNAMIC and self.norm == Norm.LAYERNORM
+
+    @property
+    def _plain_layernorm(self) -> bool:
+        return self.norm == Norm.LAYERNORM and not self.fused
 
     @property
     def min_blocks_per_sm(self) -> int:
