@@ -1294,7 +1294,9 @@ __device__ __forceinline__ void one_pass_staged(const Params& p) {
 
 // ---- two-pass: statistics over the streamed row, then re-read and normalize -----------
 // One row per block, in chunks of T*V*P elements. The shift is the mean of the first
-// chunk (the whole row when it fits in one), which keeps the shifted sums well-conditioned.
+// chunk (the whole row when it fits in one), which keeps the shifted sums well-conditioned;
+// a LayerNorm row whose first chunk's mean lies more than a deviation from the row's (c^2 >
+// var, as share_stats tests) is summed again around shift + c, in another pass.
 // Each later pass walks the chunks in the opposite direction of the one before, so the
 // most recently read ones hit L2. A fused prologue is recomputed on every pass (the sum is
 // stored in the first); LayerNorm's dynamic quant adds a pass for the row's absolute maximum.
@@ -1351,7 +1353,22 @@ __device__ __forceinline__ void two_pass(const Params& p) {
       if (c0 >= n) break;
       load_chunk(true);
     }
-    const Stats st = row_stats<K, T, 1, 1>(shift, sum1.value(), sum2.value(), m, sh_stats[ph], n, p.eps);
+    Stats st = row_stats<K, T, 1, 1>(shift, sum1.value(), sum2.value(), m, sh_stats[ph], n, p.eps);
+    if constexpr (kLN) {
+      if (st.far) {  // the same in every thread (reduced bits); backwards: the last chunks hit L2
+        const float k2 = __fadd_rn(st.shift, st.c);  // one float with the sums (see share_stats)
+        Compensated again1, again2;
+        for (c0 = last_chunk; c0 >= 0; c0 -= kChunk) {
+          load_chunk(false);
+          float c1, c2;
+          centred_sums<P, V>(k2, load, cols, c1, c2);
+          again1.add(c1);
+          again2.add(c2);
+        }
+        __syncthreads();  // every thread has read the first statistics from the scratch
+        st = row_stats<K, T, 1, 1>(k2, again1.value(), again2.value(), m, sh_stats[ph], n, p.eps);
+      }
+    }
 
     if constexpr (K::kQuant == Quant::DYNAMIC) {
       float amax[1] = {st.amax};

@@ -189,6 +189,29 @@ def test_staged_quant_without_gamma_or_beta(given, seed):
         assert_codes(out.y, y64 / cupy.asnumpy(out.scale).astype(np.float64)[:, None], DType.INT8, what)
 
 
+def test_two_pass_row_whose_first_chunk_is_far_is_summed_again():
+    """The two-pass pipeline's shift is its first chunk's mean. A row whose first chunk lies
+    far from the rest (here 1000 there, 0.3 after: c^2 / var = N / chunk - 1) is summed
+    again around its mean. Without that pass (H100, fourteenth session) the mean came out
+    3.8e-6 / 9.0e-6 relative off at N = 2^20 / 2^23 and rstd 6e-7 / 4.3e-5 (every term's
+    square rounds alike, and s2 / n - c^2 cancels); with it, the mean exact and rstd
+    within 8e-8."""
+    import cupy
+    from normgen import tiles
+
+    chunk = tiles.two_pass_tile(DType.BF16.vmax, DType.BF16)
+    chunk = chunk.threads_per_row * chunk.vec * chunk.repeat
+    for n in (1 << 20, 1 << 23):  # both two-pass
+        x = cupy.full((1, n), 0.3, dtype=cupy.float32)
+        x[0, :chunk] = 1000.0
+        x = x.astype(DType.BF16.numpy)
+        out = normgen.layernorm(x, None, None, return_mean_rstd=True)
+        x64 = cupy.asnumpy(x).astype(np.float64)
+        mean, var = x64.mean(axis=1), x64.var(axis=1)
+        np.testing.assert_allclose(cupy.asnumpy(out.mean), mean, rtol=1e-7, err_msg=f"N={n}")
+        np.testing.assert_allclose(cupy.asnumpy(out.rstd), 1 / np.sqrt(var + 1e-5), rtol=2e-6, err_msg=f"N={n}")
+
+
 def test_misaligned_pointer_uses_a_narrower_instance(seed):
     import cupy
 
