@@ -420,6 +420,24 @@ CANDIDATES = {  # name: (bench op, dtype, N, candidates)
            ("layernorm", DType.FP16, [(1024, 1, 8, True, 4), (512, 1, 16, True, 4)]),
            ("rmsnorm", DType.BF16, [(1024, 1, 8, True, 4), (512, 1, 16, True, 4), (512, 1, 16, True, 4, "b3")]),
            ("layernorm", DType.FP32, [(1024, 1, 16, True, 4)])]},
+    # Staged rows' per-column vectors kept in L1 for a thread's first K vectors (l1vK: by
+    # vector index, at compile time in these fully unrolled passes), the rest past L1, the
+    # committed tile first and last. H100, fourteenth session (copy 2977 GB/s), bf16:
+    # LayerNorm + int8 65536 0.703 / l1v2 0.705 / l1v3 0.700 / l1v4 0.696 / 0.690 (l1v3 and
+    # l1v4 spill 8 bytes under NVRTC 13.5); + fp8 0.692 / l1v3 0.693 / 0.692; LayerNorm
+    # 65536 0.902 / xl2 + l1v2 0.906 / l1v3 0.892 / l1v4 0.898 / 0.903; RMSNorm 0.931 / xl2 +
+    # l1v4 0.947 / l1v6 0.947 / 0.947; add + LayerNorm 0.938 / xl2 + l1v3 0.930 / 0.936.
+    # Within the spread or slower: L1 residency of the columns is not what bounds these rows
+    # (LayerNorm + quant reads gamma and beta twice a row from L2, 4.2 times x's bytes, and
+    # runs as fast). Rejected.
+    **{f"l1v{op}{x.value}{n}": (op, x, n, [committed(op, x, n)] + [committed(op, x, n, *p) for p in ps]
+                                + [committed(op, x, n)])
+       for op, x, n, ps in [
+           ("layernorm+int8", DType.BF16, 65536, [("l1v2",), ("l1v3",), ("l1v4",)]),
+           ("layernorm+fp8", DType.BF16, 65536, [("l1v3",)]),
+           ("layernorm", DType.BF16, 65536, [("xl2", "l1v2"), ("xl2", "l1v3"), ("xl2", "l1v4")]),
+           ("rmsnorm", DType.BF16, 65536, [("xl2", "l1v4"), ("xl2", "l1v6")]),
+           ("add+layernorm", DType.BF16, 65536, [("xl2", "l1v3")])]},
     # Staged rows' columns partly kept in L1 (l1colsK), their x loaded past L1 (xl2), with a
     # carveout leaving L1 the rest of the SM (cK); the committed tile first and last. H100,
     # thirteenth session (copy 2971 GB/s), bf16: LayerNorm 65536 0.924 / xl2 0.923 / + l1cols0
@@ -523,11 +541,29 @@ def l1_columns(eighths: int) -> list:
     return out
 
 
+def l1_vectors(k: int) -> list:
+    """Patches by which the per-column vectors (gamma, beta, smooth scale) of a thread's first
+    k vectors of a row are loaded into L1 and the rest past it (ld.global.cg), decided by the
+    vector's index: at compile time in passes unrolled over the vectors, where l1colsK tests
+    each column at run time."""
+    head = "__device__ __forceinline__ void load_epilogue(const Params& p, int i, i64 col) {"
+    out = [(head, "template <Cache kColCache = Cache::NORMAL> " + head)]
+    for v, name in (("g", "gamma"), ("b", "beta")):
+        ptr = f"static_cast<const W*>(p.{name}) + col"
+        out.append((f"{v}.load(i, {ptr});", f"{v}.template load<kColCache>(i, {ptr});"))
+    out.append(("ci.load_epilogue(p, 0, cols(i));",
+                f"if (i < {k}) ci.template load_epilogue<Cache::NORMAL>(p, 0, cols(i)); "
+                "else ci.template load_epilogue<Cache::PAST_L1>(p, 0, cols(i));"))
+    return out
+
+
 PATCHES = {  # name: [(old, new), ...]
     # staged rows' x loaded past L1 (as LayerNorm + quant's), leaving L1 to the columns
     "xl2": [("K::kRowPastL1 ? Cache::PAST_L1 : Cache::NORMAL", "Cache::PAST_L1")],
     # gamma and beta of the first K eighths of a row kept in L1, the rest loaded past it
     **{f"l1cols{k}": l1_columns(k) for k in range(9)},
+    # the per-column vectors of a thread's first K vectors of a row kept in L1, the rest past it
+    **{f"l1v{k}": l1_vectors(k) for k in range(9)},
     # two-pass rows stored as plain vector stores (as before store_words' intrinsic), and their
     # first pass loaded with L2's evict_last policy
     "tpsplit": [(f"normalize_row<K, P, V, false, P, true>(p, st, load, cols, none, {m}, row * n);",
@@ -555,8 +591,6 @@ PATCHES = {  # name: [(old, new), ...]
     "packcols": [("if constexpr (kHold && K::kPackColumns) c.keep_packed();", "if constexpr (kHold) c.keep_packed();")],
     "packb": [("if constexpr (kHold && K::kPackColumns) c.keep_packed();", "if constexpr (kHold) c.keep_packed();"),
               ('asm volatile("" : "+r"(g.w[k]));', "")],
-    # timing only (unsafe): gamma and beta taken as given (no test for a null pointer)
-    "nonull": [("if (p.gamma != nullptr) {", "if (true) {"), ("if (p.beta != nullptr) {", "if (true) {")],
     # a staged block prefetches its next row (its share) into L2 once its row is staged
     "l2pf": l2_prefetch("    auto load = [&](int i, float (&d)[V]) {\n      if constexpr (kKeep) {\n", ""),
     # as l2pf, only the next row's first batch of loads, issued after the statistics (just
