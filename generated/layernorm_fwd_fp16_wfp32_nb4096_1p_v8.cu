@@ -25,7 +25,7 @@ struct Traits {
   static constexpr bool kLean = false;
   static constexpr bool kPackColumns = false;
   static constexpr bool kKeepOutputs = false;
-  static constexpr bool kRowPastL1 = false;
+  static constexpr normgen::Cache kRowCache = normgen::Cache::KEEP_L2;
 };
 }  // namespace
 

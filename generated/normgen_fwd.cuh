@@ -467,7 +467,7 @@ struct Compensated {
 template <int T, int P, class Row>
 __device__ __forceinline__ float warp_shift(const Row& x) {
   constexpr int W = T < 32 ? T : 32, kWant = 32 / Row::kVec, kMost = W < 8 ? W : 8;
-  constexpr int L = P == 1 || kWant < 1 ? 1 : kWant < kMost ? kWant : kMost;
+  constexpr int L = P == 1 ? 1 : kWant < kMost ? kWant : kMost;
   float s = 0.f;
 #pragma unroll
   for (int j = 0; j < Row::kVec; ++j) s += x.get(0, j);
@@ -1070,13 +1070,6 @@ __device__ __forceinline__ void one_pass(const Params& p) {
   // (Pilot) over a cluster
   constexpr bool kWarpShifted = kLN && C == 1 && T > 32;
   constexpr bool kKeep = K::kKeepOutputs;
-  // x (and the residual) loaded with L2's evict_last policy, as torch.compile's kernels
-  // load theirs, except under a quant (more instructions than bytes: no faster). Measured on
-  // an H100 (tune_tiles.py, 1024-16384, against Cache::NORMAL): LayerNorm bf16 / fp16 / fp32
-  // +0.009-0.04 (bf16 0.958-0.975 -> 0.978-0.994, fp32 0.929-0.956 -> 0.956-0.981), RMSNorm
-  // and add + LayerNorm / RMSNorm bf16 +0.014-0.031; RMSNorm + fp8 and LayerNorm + int8 -0.01
-  // to +0.003.
-  constexpr Cache kRowCache = K::kQuant == Quant::NONE ? Cache::KEEP_L2 : Cache::NORMAL;
   constexpr int S = scratch_sets<K>();
   __shared__ ReduceScratch<T, R, 1> sh_max[S];
   __shared__ ReduceScratch<T, R, stat_values<K>() + kWarpShifted> sh_stats[S];
@@ -1098,7 +1091,7 @@ __device__ __forceinline__ void one_pass(const Params& p) {
     const X* xr = live ? row_x(row) : static_cast<const X*>(p.x);
     const X* rr = live ? row_r(row) : static_cast<const X*>(p.residual);
 #pragma unroll
-    for (int i = 0; i < P; ++i) load_in<K, P, V, kRowCache>(in, i, xr, rr, cols(i), live && cols.inside(i));
+    for (int i = 0; i < P; ++i) load_in<K, P, V, K::kRowCache>(in, i, xr, rr, cols(i), live && cols.inside(i));
   };
 
   Columns<K, kHold ? P : 1, V> c;
@@ -1192,7 +1185,7 @@ __device__ __forceinline__ void one_pass(const Params& p) {
 // residual's: 64 bytes in flight per thread at 16-byte vectors, within the 64 registers).
 // Few registers, so several blocks share an SM and hide each other's barrier waits. Each
 // thread reads back only the vectors it wrote: the staging needs no barriers of its own.
-// Some rows are loaded past L1 (K::kRowPastL1, spec.row_past_l1), which shared memory
+// Some rows are loaded past L1 (K::kRowCache, spec.row_cache), which shared memory
 // shrinks, leaving it to the per-column vectors that every row reads.
 // kKeep (LayerNorm's dynamic quant, K::kKeepOutputs): the row is staged as floats, and the
 // outputs computed for its absolute maximum replace it there for the stores (spec.tile
@@ -1236,8 +1229,7 @@ __device__ __forceinline__ void one_pass_staged(const Params& p) {
       const auto batch_cols = row_cols<kFull>([=](int b) { return cols(i0 + b); }, n);
 #pragma unroll
       for (int b = 0; b < kBatch; ++b)
-        load_in<K, kBatch, V, K::kRowPastL1 ? Cache::PAST_L1 : Cache::NORMAL>(batch, b, xr, rr, batch_cols(b),
-                                                                            batch_cols.inside(b));
+        load_in<K, kBatch, V, K::kRowCache>(batch, b, xr, rr, batch_cols(b), batch_cols.inside(b));
       if constexpr (K::kNorm == Norm::LAYERNORM) {
         if (i0 == 0) k = Pilot<K, V>::shift(p, xr, rr, n);  // read with the first batch
       }
@@ -1406,8 +1398,8 @@ __device__ __forceinline__ void norm_fwd(const Params& p) {
   static_assert(!kFull || (K::kPipeline == Pipeline::ONE_PASS && K::kStaged), "only staged rows have whole-row kernels");
   static_assert(!K::kLean || (K::kPipeline == Pipeline::ONE_PASS && !K::kStaged),
                 "only register-held one-pass rows are built lean");
-  static_assert(!K::kRowPastL1 || (K::kPipeline == Pipeline::ONE_PASS && K::kStaged),
-                "only staged rows choose where their loads of x leave their lines");
+  static_assert(K::kRowCache == Cache::NORMAL || K::kPipeline == Pipeline::ONE_PASS,
+                "only one-pass rows choose where their loads of x leave their lines");
   if constexpr (K::kPipeline == Pipeline::ONE_PASS && K::kStaged) {
     Params q = p;  // in a whole-row kernel n is a compile-time constant everywhere (counts, offsets)
     if constexpr (kFull) q.n = K::kThreadsPerRow * K::kCluster * K::kRepeat * K::kVec;

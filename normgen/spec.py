@@ -7,7 +7,7 @@ from dataclasses import dataclass, fields
 from typing import Optional
 
 from . import tiles
-from .types import FLOAT_INPUTS, QUANT_OUTPUTS, DType, FusedAdd, Norm, Pipeline, Quant
+from .types import FLOAT_INPUTS, QUANT_OUTPUTS, Cache, DType, FusedAdd, Norm, Pipeline, Quant
 
 
 @dataclass(frozen=True, order=False)
@@ -119,9 +119,16 @@ class KernelSpec:
         return self._dynamic_layernorm and self.pipeline == Pipeline.ONE_PASS and tiles.keeps_outputs(self.tile)
 
     @property
-    def row_past_l1(self) -> bool:
-        """Staged one-pass rows loaded past L1 (ld.global.cg), leaving L1, which their shared
-        memory shrinks, to the per-column vectors that every row reads again:
+    def row_cache(self) -> Cache:
+        """Where the row's loads leave their lines (types.Cache). Register-held rows load x
+        with L2's evict_last policy (KEEP_L2), as torch.compile's kernels load theirs, except
+        under a quant (more instructions than bytes: no faster). Measured on an H100
+        (tune_tiles.py, 1024-16384, against NORMAL): LayerNorm bf16 / fp16 / fp32
+        +0.009-0.04 (bf16 0.958-0.975 -> 0.978-0.994, fp32 0.929-0.956 -> 0.956-0.981),
+        RMSNorm and add + LayerNorm / RMSNorm bf16 +0.014-0.031; RMSNorm + fp8 and LayerNorm +
+        int8 -0.01 to +0.003. Staged rows are loaded past L1 (PAST_L1) where that leaves L1,
+        which their shared memory shrinks, to the per-column vectors that every row reads
+        again:
         - LayerNorm's dynamic quant, whose two output passes read gamma and beta, where they
           are of x's precision (elsewhere ptxas spilled 4-8 bytes for it: add + LayerNorm and
           RMSNorm at 65536-262144, RMSNorm's quant with an add, fp32 columns beside a 16-bit
@@ -133,9 +140,13 @@ class KernelSpec:
           / 0.840. Not elsewhere: one-block 16-bit rows at 32768 0.96 -> 0.89, RMSNorm past
           262144 -0.01-0.02 (and 8 bytes spilled), add + LayerNorm at 131072-262144 -0.01,
           fp32 and 65536 within 0.01."""
+        if self.pipeline != Pipeline.ONE_PASS:
+            return Cache.NORMAL
+        if not self.tile.stage_bytes:
+            return Cache.KEEP_L2 if self.quant == Quant.NONE else Cache.NORMAL
         dynamic_ln = self._dynamic_layernorm and self.w.itemsize == self.x.itemsize
         plain_ln = self._plain_layernorm and self.x.itemsize == 2 and self.tile.cluster >= 8
-        return self.pipeline == Pipeline.ONE_PASS and self.tile.stage_bytes > 0 and (dynamic_ln or plain_ln)
+        return Cache.PAST_L1 if dynamic_ln or plain_ln else Cache.NORMAL
 
     @property
     def fused(self) -> bool:

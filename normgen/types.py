@@ -108,6 +108,20 @@ class Quant(_Enum):
         return "Quant::" + self.name
 
 
+class Cache(_Enum):
+    """Where a row's 16-byte loads of x (and the residual) leave their lines: NORMAL, in L2
+    only (PAST_L1: ld.global.cg), or with L2's evict_last policy (KEEP_L2), as
+    torch.compile's Triton kernels load x. spec.row_cache chooses."""
+
+    NORMAL = "normal"
+    PAST_L1 = "past_l1"
+    KEEP_L2 = "keep_l2"
+
+    @property
+    def cpp(self) -> str:
+        return "Cache::" + self.name
+
+
 class NormOutput(NamedTuple):
     """What a call (normgen's or the reference's) returns when more than y is asked for;
     None for what was not."""

@@ -470,7 +470,7 @@ CANDIDATES = {  # name: (bench op, dtype, N, candidates)
     # registers from 131072); fp16 0.979 / 0.961 / 0.979, 0.936 / 0.945 / 0.940, 0.913 / 0.923
     # / 0.913, 0.893 / 0.896 / 0.901, 0.848 / 0.834 / 0.837; fp32 within 0.005; add +
     # LayerNorm 0.967 / 0.964, 0.949 / 0.943, 0.918 / 0.903 / 0.913, 0.865 / 0.850; add +
-    # RMSNorm and RMSNorm + fp8 within 0.01, mostly below. Committed (spec.row_past_l1):
+    # RMSNorm and RMSNorm + fp8 within 0.01, mostly below. Committed (spec.row_cache):
     # unfused 16-bit LayerNorm over clusters of eight or more.
     **{f"xl2{op}{x.value}{n}": (op, x, n, [committed(op, x, n), committed(op, x, n, "xl2"), committed(op, x, n)])
        for op, x, n in [(op, x, n) for op in ("layernorm", "rmsnorm") for x in (DType.BF16, DType.FP16, DType.FP32)
@@ -559,7 +559,7 @@ def l1_vectors(k: int) -> list:
 
 PATCHES = {  # name: [(old, new), ...]
     # staged rows' x loaded past L1 (as LayerNorm + quant's), leaving L1 to the columns
-    "xl2": [("K::kRowPastL1 ? Cache::PAST_L1 : Cache::NORMAL", "Cache::PAST_L1")],
+    "xl2": [("load_in<K, kBatch, V, K::kRowCache>", "load_in<K, kBatch, V, Cache::PAST_L1>")],
     # gamma and beta of the first K eighths of a row kept in L1, the rest loaded past it
     **{f"l1cols{k}": l1_columns(k) for k in range(9)},
     # the per-column vectors of a thread's first K vectors of a row kept in L1, the rest past it
@@ -604,9 +604,9 @@ PATCHES = {  # name: [(old, new), ...]
     "ldfirst": load_hint("evict_first"),
     "ldl1na": load_hint(l1="no_allocate"),
     # register-held rows' x loaded without L2's evict_last policy (Cache::NORMAL)
-    "nokeepl2": [("K::kQuant == Quant::NONE ? Cache::KEEP_L2 : Cache::NORMAL;", "Cache::NORMAL;")],
+    "nokeepl2": [("load_in<K, P, V, K::kRowCache>", "load_in<K, P, V, Cache::NORMAL>")],
     # ... and with it under a quant too
-    "keepl2q": [("K::kQuant == Quant::NONE ? Cache::KEEP_L2 : Cache::NORMAL;", "Cache::KEEP_L2;")],
+    "keepl2q": [("load_in<K, P, V, K::kRowCache>", "load_in<K, P, V, Cache::KEEP_L2>")],
     # no prefetch of the next row
     "nopf": [("constexpr bool kPrefetchRow = !K::kLean &&", "constexpr bool kPrefetchRow = false &&")],
     # per-column vectors loaded per row, not held in registers

@@ -6,7 +6,7 @@ import pytest
 from normgen import dispatch, tiles
 from normgen.matrix import Selection, select
 from normgen.spec import KernelSpec, SpecError, invalid_reason, parse_name
-from normgen.types import DType, FusedAdd, Norm, Pipeline, Quant
+from normgen.types import Cache, DType, FusedAdd, Norm, Pipeline, Quant
 
 EVERY = select(Selection(include=("*",)))
 
@@ -164,20 +164,23 @@ def test_stage_bytes_and_residency(name, stage_bytes, blocks):
     assert spec.min_blocks_per_sm == blocks
 
 
-@pytest.mark.parametrize("name, past", [
-    ("layernorm_fwd_bf16_dqint8_syfp32_nb65536_1p_v8", True),  # two output passes read the columns
-    ("layernorm_fwd_bf16_wfp32_dqint8_syfp32_nb65536_1p_v8", False),  # ... but fp32 columns spilled
-    ("rmsnorm_fwd_bf16_dqfp8_syfp32_nb65536_1p_v8", False),  # one output pass
-    ("layernorm_fwd_bf16_nb131072_1p_v8", True),  # unfused 16-bit, clusters of eight
-    ("layernorm_fwd_fp16_wfp32_nb524288_1p_v8_mv", True),
-    ("layernorm_fwd_bf16_nb65536_1p_v8", False),  # clusters of two
-    ("layernorm_fwd_fp32_nb262144_1p_v4", False),  # fp32
-    ("layernorm_fwd_bf16_add1_nb262144_1p_v8", False),  # fused
-    ("rmsnorm_fwd_bf16_nb262144_1p_v8", False),
-    ("layernorm_fwd_bf16_2p_v8", False),
+@pytest.mark.parametrize("name, cache", [
+    ("layernorm_fwd_bf16_dqint8_syfp32_nb65536_1p_v8", Cache.PAST_L1),  # two output passes read the columns
+    ("layernorm_fwd_bf16_wfp32_dqint8_syfp32_nb65536_1p_v8", Cache.NORMAL),  # ... but fp32 columns spilled
+    ("rmsnorm_fwd_bf16_dqfp8_syfp32_nb65536_1p_v8", Cache.NORMAL),  # one output pass
+    ("layernorm_fwd_bf16_nb131072_1p_v8", Cache.PAST_L1),  # unfused 16-bit, clusters of eight
+    ("layernorm_fwd_fp16_wfp32_nb524288_1p_v8_mv", Cache.PAST_L1),
+    ("layernorm_fwd_bf16_nb65536_1p_v8", Cache.NORMAL),  # clusters of two
+    ("layernorm_fwd_fp32_nb262144_1p_v4", Cache.NORMAL),  # fp32
+    ("layernorm_fwd_bf16_add1_nb262144_1p_v8", Cache.NORMAL),  # fused
+    ("rmsnorm_fwd_bf16_nb262144_1p_v8", Cache.NORMAL),
+    ("layernorm_fwd_bf16_nb4096_1p_v8", Cache.KEEP_L2),  # in registers: evict_last
+    ("rmsnorm_fwd_fp32_add1_nb1024_1p_v4", Cache.KEEP_L2),
+    ("layernorm_fwd_bf16_dqint8_syfp32_nb4096_1p_v8", Cache.NORMAL),  # ... unless quantized
+    ("layernorm_fwd_bf16_2p_v8", Cache.NORMAL),
 ])
-def test_which_rows_are_loaded_past_l1(name, past):
-    assert parse_name(name).row_past_l1 is past
+def test_where_rows_leave_their_lines(name, cache):
+    assert parse_name(name).row_cache is cache
 
 
 @pytest.mark.parametrize("name, full", [
