@@ -67,24 +67,24 @@ QMAX = {DType.INT8: 127.0, DType.FP8: 448.0}  # the largest quantized magnitude
 BY_NUMPY = {dt.numpy: dt for dt in DType}
 
 
-class Norm(_Enum):
-    LAYERNORM = "layernorm"
-    RMSNORM = "rmsnorm"
+class _CppEnum(_Enum):
+    """An enum that the template mirrors as an enum class of the same name."""
 
     @property
     def cpp(self) -> str:
-        return "Norm::" + self.name
+        return f"{type(self).__name__}::{self.name}"
 
 
-class Pipeline(_Enum):
+class Norm(_CppEnum):
+    LAYERNORM = "layernorm"
+    RMSNORM = "rmsnorm"
+
+
+class Pipeline(_CppEnum):
     """ONE_PASS holds the whole row on chip; TWO_PASS streams it: statistics, then re-read."""
 
     ONE_PASS = "1p"
     TWO_PASS = "2p"
-
-    @property
-    def cpp(self) -> str:
-        return "Pipeline::" + self.name
 
 
 class FusedAdd(enum.IntEnum):
@@ -95,7 +95,7 @@ class FusedAdd(enum.IntEnum):
     NO_STORE = 2
 
 
-class Quant(_Enum):
+class Quant(_CppEnum):
     """Fused output quantization. ck_tile's fquant=1 is DYNAMIC with a smooth scale,
     fquant=2 is DYNAMIC without one; STATIC divides by a given scalar scale."""
 
@@ -103,12 +103,8 @@ class Quant(_Enum):
     DYNAMIC = "dq"
     STATIC = "sq"
 
-    @property
-    def cpp(self) -> str:
-        return "Quant::" + self.name
 
-
-class Cache(_Enum):
+class Cache(_CppEnum):
     """Where a row's 16-byte loads of x (and the residual) leave their lines: NORMAL, in L2
     only (PAST_L1: ld.global.cg), or with L2's evict_last policy (KEEP_L2), as
     torch.compile's Triton kernels load x. spec.row_cache chooses."""
@@ -116,10 +112,6 @@ class Cache(_Enum):
     NORMAL = "normal"
     PAST_L1 = "past_l1"
     KEEP_L2 = "keep_l2"
-
-    @property
-    def cpp(self) -> str:
-        return "Cache::" + self.name
 
 
 class NormOutput(NamedTuple):
