@@ -5,9 +5,10 @@
 # NVRTC and the NumPy reference on the CPU, not by the GPU (on the H100 machine's 16 cores,
 # 6 processes ran 471 instance tests in under 2 minutes; one process ran 368 in 9.5). 8 run
 # clean; at 12 five tests ran out of the H100's memory (each process's CuPy pool keeps
-# gigabytes). With EXTRA=1 (the default) it then runs test_gpu_instances.py over each selection in
-# scripts/extra_selections.txt, generated into a folder of its own, all at once. LIMIT
-# (seconds, default none) interrupts each pytest so that it still reports what failed so far.
+# gigabytes). With EXTRA=1 (the default) it then runs test_gpu_instances.py over each
+# selection in scripts/extra_selections.txt, generated into a folder of its own, all at
+# once. LIMIT (seconds, default none) interrupts each pytest so that it still reports what
+# failed so far.
 set -uo pipefail
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 OUT="${OUT:-/tmp/normgen-out}"; mkdir -p "$OUT"
