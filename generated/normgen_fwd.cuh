@@ -1290,7 +1290,7 @@ __device__ __forceinline__ void one_pass_staged(const Params& p) {
 // a LayerNorm row whose first chunk's mean lies more than a deviation from the row's (c^2 >
 // var, as share_stats tests) is summed again around shift + c, in another pass.
 // Each later pass walks the chunks in the opposite direction of the one before, so the
-// most recently read ones hit L2. A fused prologue is recomputed on every pass (the sum is
+// most recently read ones hit L2 (the far rows' extra pass walks back, as the next one does). A fused prologue is recomputed on every pass (the sum is
 // stored in the first); LayerNorm's dynamic quant adds a pass for the row's absolute maximum.
 template <class K>
 __device__ __forceinline__ void two_pass(const Params& p) {

@@ -72,11 +72,13 @@ def shift_columns(spec: KernelSpec, n: int) -> tuple[int, ...]:
     warp_shift and Pilot): in rows held in registers by one block, the first vector of L
     evenly spaced lanes of each warp (of each row's T lanes where rows share a warp); in
     rows over a cluster, the first 16 bytes (or vector). The two-pass pipeline's shift is
-    its first chunk's mean, and it has no second sum to fall back on: its rows get the same
-    few columns (outliers, not a far shift)."""
+    the mean of its first chunk: all of that chunk's columns, so that the row is summed
+    again around its mean."""
     t = spec.tile
     v = t.vec
-    if spec.pipeline == Pipeline.ONE_PASS and not t.stage_bytes and t.cluster == 1:
+    if spec.pipeline == Pipeline.TWO_PASS:
+        return tuple(range(min(n, t.threads_per_row * v * t.repeat)))
+    if not t.stage_bytes and t.cluster == 1:
         w = min(t.threads_per_row, 32)
         lanes = 1 if t.repeat == 1 else min(32 // v, w, 8)
         firsts = [s + k * w // lanes for s in range(0, t.threads_per_row, w) for k in range(lanes)]

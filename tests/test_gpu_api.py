@@ -12,7 +12,7 @@ from normgen.types import DType
 
 from .gpu import (
     Case, assert_bits_equal, assert_close, assert_codes, assert_scales, call_args, case_seed, expected,
-    poisoned_allocations, requires_gpu, semantics,
+    poisoned_allocations, requires_gpu, semantics, shift_columns,
 )
 
 pytestmark = requires_gpu
@@ -197,10 +197,9 @@ def test_two_pass_row_whose_first_chunk_is_far_is_summed_again():
     square rounds alike, and s2 / n - c^2 cancels); with it, the mean exact and rstd
     within 8e-8."""
     import cupy
-    from normgen import tiles
+    from normgen.spec import parse_name
 
-    chunk = tiles.two_pass_tile(DType.BF16.vmax, DType.BF16)
-    chunk = chunk.threads_per_row * chunk.vec * chunk.repeat
+    chunk = len(shift_columns(parse_name("layernorm_fwd_bf16_2p_v8"), 1 << 20))
     for n in (1 << 20, 1 << 23):  # both two-pass
         x = cupy.full((1, n), 0.3, dtype=cupy.float32)
         x[0, :chunk] = 1000.0
