@@ -23,6 +23,7 @@ default budget (64 registers staged, 128 in registers). Clusters of more than 8 
 non-portable) are allowed at load (runtime._load).
 CANDIDATES holds the last experiment run."""
 import contextlib
+import json
 import re
 import sys
 import tempfile
@@ -440,6 +441,37 @@ CANDIDATES = {  # name: (bench op, dtype, N, candidates)
     # Within the spread or slower: L1 residency of the columns is not what bounds these rows
     # (LayerNorm + quant reads gamma and beta twice a row from L2, 4.2 times x's bytes, and
     # runs as fast). Rejected.
+    # The bound on a cheaper cluster exchange: `nocl` (timing only) skips it, the committed
+    # tile first and last.
+    # The cluster exchange of rows over clusters: its pushed forms against the committed
+    # barrier and remote loads. H100, fifteenth session (copy 2965-2978 GB/s; each form
+    # measured as the template, in calls of their own: committed / push / committed, then
+    # committed / push0 / committed / push0): RMSNorm bf16 65536 0.946 / 0.940 / 0.943,
+    # 0.944 / 0.902 / 0.937 / 0.941; 131072 0.919 / 0.907 / 0.917, 0.917 / 0.908 / 0.912 /
+    # 0.909; 262144 0.904 / 0.882 / 0.904, 0.910 / 0.869 / 0.900 / 0.884; 524288 0.846 / 0.860
+    # / 0.846, 0.852 / 0.840 / 0.844 / 0.851; RMSNorm + fp8 65536 0.904 / 0.896 / 0.902, 0.887
+    # / 0.887 / 0.893 / 0.914; add + RMSNorm 0.962 / 0.955 / 0.960, 0.961 / 0.948 / 0.955 /
+    # 0.964; LayerNorm 65536 0.928 / 0.924 / 0.927, 0.921 / 0.910 / 0.919 / 0.918; 262144
+    # 0.885 / 0.870 / 0.872, 0.885 / 0.873 / 0.877 / 0.877; add + LayerNorm 0.951 / 0.942 /
+    # 0.942, 0.940 / 0.941 / 0.945 / 0.954; fp32 LayerNorm 65536 0.929 / 0.924 / 0.924, 0.927
+    # / 0.916 / 0.927 / 0.933. No exchange skipped entirely (nocl, timing only; committed /
+    # nocl / committed): RMSNorm 65536 0.934 / 0.951 / 0.937, 262144 0.883 / 0.899 / 0.889,
+    # add + LayerNorm 0.932 / 0.947 / 0.939, LayerNorm 65536 0.907 / 0.940 / 0.873, 262144
+    # 0.864 / 0.887 / 0.872, RMSNorm + fp8 0.890 / 0.930 / 0.889. The exchange costs 1-4%, but
+    # a push gains none of it (262144 loses 0.02): what a block waits for is its partners'
+    # partials, later than its own, not the barrier. The GPU tests of every cluster instance
+    # passed with push (245). Rejected.
+    **{f"xch{op}{x.value}{n}": (op, x, n, [committed(op, x, n), committed(op, x, n, "push"),
+                                           committed(op, x, n, "push0"), committed(op, x, n)])
+       for op, x, n in [("rmsnorm", DType.BF16, 65536), ("rmsnorm", DType.BF16, 131072),
+                        ("rmsnorm", DType.BF16, 262144), ("rmsnorm", DType.BF16, 524288),
+                        ("rmsnorm+fp8", DType.BF16, 65536), ("add+rmsnorm", DType.BF16, 65536),
+                        ("layernorm", DType.BF16, 65536), ("layernorm", DType.BF16, 262144),
+                        ("add+layernorm", DType.BF16, 65536), ("layernorm", DType.FP32, 65536)]},
+    **{f"nocl{op}{x.value}{n}": (op, x, n, [committed(op, x, n), committed(op, x, n, "nocl"), committed(op, x, n)])
+       for op, x, n in [("rmsnorm", DType.BF16, 65536), ("rmsnorm", DType.BF16, 262144),
+                        ("add+layernorm", DType.BF16, 65536), ("layernorm", DType.BF16, 65536),
+                        ("layernorm", DType.BF16, 262144), ("rmsnorm+fp8", DType.BF16, 65536)]},
     **{f"l1v{op}{x.value}{n}": (op, x, n, [committed(op, x, n)] + [committed(op, x, n, *p) for p in ps]
                                 + [committed(op, x, n)])
        for op, x, n, ps in [
@@ -520,6 +552,11 @@ def streamed(pieces: int) -> list:
     section = "// ---- two-pass: statistics over the streamed row"
     text = (Path(__file__).parent / "patches" / "one_pass_streamed.cuh").read_text().replace("PIECES", str(pieces))
     return [(section, text + section), ("one_pass_staged<K, kFull>(q);", "one_pass_streamed<K, kFull>(q);")]
+
+
+def cluster_push(variant: str) -> list:
+    """The replacements of patches/cluster_push.json's `variant`."""
+    return [tuple(pair) for pair in json.loads((Path(__file__).parent / "patches" / "cluster_push.json").read_text())[variant]]
 
 
 def load_hint(policy: str = "", l1: str = "") -> list:
@@ -617,6 +654,17 @@ PATCHES = {  # name: [(old, new), ...]
     "nokeepl2": [("load_in<K, P, V, K::kRowCache>", "load_in<K, P, V, Cache::NORMAL>")],
     # ... and with it under a quant too
     "keepl2q": [("load_in<K, P, V, K::kRowCache>", "load_in<K, P, V, Cache::KEEP_L2>")],
+    # timing only (unsafe): a cluster's blocks skip the exchange of their partials, each
+    # keeping its own: the bound on a cheaper exchange
+    "nocl": [("    cluster_sync();\n    if (threadIdx.x < 32) {\n      float t[K];\n#pragma unroll\n"
+              "      for (int k = 0; k < K; ++k) t[k] = load_cluster(&sh.block[k], threadIdx.x % C);",
+              "    __syncwarp();\n    if (threadIdx.x < 32) {\n      float t[K];\n#pragma unroll\n"
+              "      for (int k = 0; k < K; ++k) t[k] = sh.block[k];")],
+    # a cluster's partials pushed to every block (st.async counted on the receiver's mbarrier)
+    # instead of a cluster barrier and remote loads: every warp waits on the mbarrier and
+    # combines (push), or the first warp does and a block barrier hands the others the total
+    # (push0); patches/cluster_push.json, an experiment kept outside the template
+    **{name: cluster_push(name) for name in ("push", "push0")},
     # no prefetch of the next row
     "nopf": [("constexpr bool kPrefetchRow = !K::kLean &&", "constexpr bool kPrefetchRow = false &&")],
     # per-column vectors loaded per row, not held in registers
