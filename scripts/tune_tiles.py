@@ -468,6 +468,20 @@ CANDIDATES = {  # name: (bench op, dtype, N, candidates)
                         ("rmsnorm+fp8", DType.BF16, 65536), ("add+rmsnorm", DType.BF16, 65536),
                         ("layernorm", DType.BF16, 65536), ("layernorm", DType.BF16, 262144),
                         ("add+layernorm", DType.BF16, 65536), ("layernorm", DType.FP32, 65536)]},
+    # Clusters of 16 smaller blocks at 131072-262144 (as quack's RMSNorm: 32 KB a block, six per
+    # SM), the committed tile first and last. H100, fifteenth session (copy 2954 GB/s):
+    # RMSNorm bf16 262144 0.891 / 16 x 256 b6 0.905 / at 2 waves 0.863 / b5 0.899 / 0.899;
+    # fp16 0.902 / 0.894 / 0.902; LayerNorm bf16 0.886 / 0.891 / 0.875; RMSNorm bf16 131072
+    # 0.926 / 16 x 128 b12 0.891 / 16 x 256 (P = 4) b12 0.934 / 0.925. Within the spread of
+    # the committed tiles (RMSNorm 262144 ran 0.876-0.910 in this session's calls): the
+    # tiles stand.
+    **{f"w16{op}{x.value}{n}": (op, x, n, [committed(op, x, n)] + cs + [committed(op, x, n)])
+       for op, x, n, cs in [
+           ("rmsnorm", DType.BF16, 262144, [(256, 1, 16, True, 4, "b6"), (256, 1, 16, True, 2, "b6"),
+                                            (256, 1, 16, True, 4, "b5")]),
+           ("rmsnorm", DType.FP16, 262144, [(256, 1, 16, True, 4, "b6")]),
+           ("layernorm", DType.BF16, 262144, [(256, 1, 16, True, 4, "b6")]),
+           ("rmsnorm", DType.BF16, 131072, [(128, 1, 16, True, 4, "b12"), (256, 1, 16, True, 4, "b12")])]},
     **{f"nocl{op}{x.value}{n}": (op, x, n, [committed(op, x, n), committed(op, x, n, "nocl"), committed(op, x, n)])
        for op, x, n in [("rmsnorm", DType.BF16, 65536), ("rmsnorm", DType.BF16, 262144),
                         ("add+layernorm", DType.BF16, 65536), ("layernorm", DType.BF16, 65536),
