@@ -475,6 +475,18 @@ CANDIDATES = {  # name: (bench op, dtype, N, candidates)
     # 0.926 / 16 x 128 b12 0.891 / 16 x 256 (P = 4) b12 0.934 / 0.925. Within the spread of
     # the committed tiles (RMSNorm 262144 ran 0.876-0.910 in this session's calls): the
     # tiles stand.
+    # The fixed cost of a launch of rows over clusters (scripts/rows_probe.py: ~10 us at 262144,
+    # ~4.5 at 65536, most of it in the first waves, whose clusters start together) against
+    # the first wave's odd clusters started 2, 4 or 8 us late (stagK, timing only), the
+    # committed tile first and last. H100, fifteenth session (copy 2981 GB/s): RMSNorm bf16
+    # 262144 0.898 / 0.891 / 0.885 / 0.895 / 0.899; 65536 0.947 / 0.944 / 0.944 / 0.945 /
+    # 0.947; 131072 0.918 / 0.916 / 0.919 / 0.917 / 0.918; LayerNorm 262144 0.868 / 0.864 /
+    # 0.863 / 0.874 / 0.878. No gain: phases started apart do not stay apart, or their lockstep
+    # is not what the first waves lose.
+    **{f"stag{op}{x.value}{n}": (op, x, n, [committed(op, x, n)] + [committed(op, x, n, f"stag{k}")
+                                                                      for k in (20, 40, 80)] + [committed(op, x, n)])
+       for op, x, n in [("rmsnorm", DType.BF16, 262144), ("rmsnorm", DType.BF16, 65536),
+                        ("layernorm", DType.BF16, 262144), ("rmsnorm", DType.BF16, 131072)]},
     **{f"w16{op}{x.value}{n}": (op, x, n, [committed(op, x, n)] + cs + [committed(op, x, n)])
        for op, x, n, cs in [
            ("rmsnorm", DType.BF16, 262144, [(256, 1, 16, True, 4, "b6"), (256, 1, 16, True, 2, "b6"),
@@ -679,6 +691,11 @@ PATCHES = {  # name: [(old, new), ...]
     # combines (push), or the first warp does and a block barrier hands the others the total
     # (push0); patches/cluster_push.json, an experiment kept outside the template
     **{name: cluster_push(name) for name in ("push", "push0")},
+    # the first wave's clusters of odd index start K00 ns late (timing only): their phases off
+    # those of their neighbours' from the launch's start
+    **{f"stag{k}": [("    constexpr bool kSumsWhileStaging = K::kNorm == Norm::LAYERNORM;",
+                     f"    if (row == cluster_index() && row % 2 == 1 && row < cluster_count() / 4) __nanosleep({k}00);\n"
+                     "    constexpr bool kSumsWhileStaging = K::kNorm == Norm::LAYERNORM;")] for k in (20, 40, 80)},
     # no prefetch of the next row
     "nopf": [("constexpr bool kPrefetchRow = !K::kLean &&", "constexpr bool kPrefetchRow = false &&")],
     # per-column vectors loaded per row, not held in registers
