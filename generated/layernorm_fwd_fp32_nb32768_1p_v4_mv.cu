@@ -16,11 +16,11 @@ struct Traits {
   static constexpr normgen::Quant kQuant = normgen::Quant::NONE;
   static constexpr bool kSmooth = false;
   static constexpr bool kSaveStats = true;
-  static constexpr int kThreadsPerRow = 512;
+  static constexpr int kThreadsPerRow = 1024;
   static constexpr int kRowsPerBlock = 1;
   static constexpr int kVec = 4;
   static constexpr int kRepeat = 8;
-  static constexpr int kCluster = 2;
+  static constexpr int kCluster = 1;
   static constexpr bool kStaged = true;
   static constexpr bool kLean = false;
   static constexpr bool kPackColumns = false;
@@ -29,13 +29,11 @@ struct Traits {
 };
 }  // namespace
 
-extern "C" __global__ void __launch_bounds__(512, 2)
-__cluster_dims__(2, 1, 1)
+extern "C" __global__ void __launch_bounds__(1024, 1)
 layernorm_fwd_fp32_nb32768_1p_v4_mv(const normgen::Params p) {
   normgen::norm_fwd<Traits, false>(p);
 }
-extern "C" __global__ void __launch_bounds__(512, 2)
-__cluster_dims__(2, 1, 1)
+extern "C" __global__ void __launch_bounds__(1024, 1)
 layernorm_fwd_fp32_nb32768_1p_v4_mv_full(const normgen::Params p) {
   normgen::norm_fwd<Traits, true>(p);
 }

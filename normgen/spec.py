@@ -98,7 +98,7 @@ class KernelSpec:
     def tile(self) -> tiles.Tile:
         if self.pipeline == Pipeline.ONE_PASS:
             return tiles.one_pass_tile(self.x, self.bucket, self.vec, self._dynamic_layernorm, self.fused,
-                                       self._plain_layernorm)
+                                       self._plain_layernorm, self._single_input)
         return tiles.two_pass_tile(self.vec, self.x)
 
     @property
@@ -160,6 +160,11 @@ class KernelSpec:
     @property
     def _plain_layernorm(self) -> bool:
         return self.norm == Norm.LAYERNORM and not self.fused
+
+    @property
+    def _single_input(self) -> bool:
+        """The row reads x alone (no fused add or x-bias), and is not LayerNorm + dynamic quant."""
+        return self.fused_add == FusedAdd.NONE and not self.x_bias and not self._dynamic_layernorm
 
     @property
     def min_blocks_per_sm(self) -> int:

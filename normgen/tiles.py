@@ -8,8 +8,9 @@ cover DRAM latency. Small buckets pack several rows into one block. Rows too lon
 registers are split over a thread-block cluster whose blocks combine their partial sums
 through distributed shared memory, so no row is read twice from DRAM.
 
-The tables depend on N, the element size and (QUANT_LN_TILES) the operation, never on the
-number of rows, so a row's result does not depend on the batch it is in.
+The tables depend on N, the element size and (QUANT_LN_TILES, LEAN_LN_TILES,
+SINGLE_INPUT_TILES) the operation, never on the number of rows, so a row's result does not
+depend on the batch it is in.
 """
 from __future__ import annotations
 
@@ -123,6 +124,16 @@ LEAN_LN_TILES: dict[int, dict[int, tuple]] = {
     4: {1024: (128, 1, 1, False, 40), 2048: (256, 1, 1, False, 40), 4096: (512, 1, 1, False, 40),
         8192: (512, 1, 1, False, 64)},
 }
+
+# fp32 rows of 32768 that read x alone (no fused add or x-bias), LayerNorm's dynamic quant
+# aside (it spills 8 bytes there), staged in one 1024-thread block (128 KB, one an SM)
+# instead of over a cluster of two 512-thread blocks: no cluster exchange. Measured on an
+# H100 (tune_tiles.py "f32ab" groups, fifteenth session, the two alternating three times):
+# RMSNorm 0.936-0.943 -> 0.967-0.971, RMSNorm + fp8 0.886-0.888 -> 0.906-0.913, LayerNorm
+# 0.937-0.939 -> 0.946-0.953 (in three other calls +0.016, -0.002 and +0.01). With a fused
+# add no faster (add + LayerNorm 0.964-0.971 / 0.962-0.971, add + RMSNorm 0.970-0.973 /
+# 0.964).
+SINGLE_INPUT_TILES: dict[int, dict[int, tuple]] = {4: {32768: (1024, 1, 1, True)}}
 
 # Two-pass: one row per block, streamed in chunks of threads * vec * repeat elements.
 TWO_PASS_THREADS = 512
@@ -242,15 +253,17 @@ def pack_columns(tile: Tile, column_vectors: int, fused: bool, keeps: bool) -> b
 
 
 def one_pass_tile(x: DType, bucket: int, vec: int, quant_ln: bool = False, fused: bool = False,
-                  plain_ln: bool = False) -> Tile:
+                  plain_ln: bool = False, single_input: bool = False) -> Tile:
     """The one-pass tile of a bucket. quant_ln: for LayerNorm with a dynamic quant, whose
     tile may differ (QUANT_LN_TILES) and whose staged rows are kept as floats where they
     fit (keeps_outputs). fused: a fused add, x-bias or quant, for which ONE_PASS_TILES'
     register budgets (measured on plain rows) do not hold. plain_ln: unfused LayerNorm,
-    whose tile may differ too (LEAN_LN_TILES)."""
-    table = QUANT_LN_TILES if quant_ln else LEAN_LN_TILES if plain_ln else {}
-    special = table.get(x.itemsize, {}) if vec == x.vmax else {}
-    entry = special.get(bucket)
+    whose tile may differ too (LEAN_LN_TILES). single_input: no fused add or x-bias, and not
+    quant_ln (SINGLE_INPUT_TILES). The special tables serve whole 16-byte vectors only."""
+    tables = [QUANT_LN_TILES] if quant_ln else [LEAN_LN_TILES] if plain_ln else []
+    tables += [SINGLE_INPUT_TILES] if single_input else []
+    entries = (t.get(x.itemsize, {}).get(bucket) for t in tables) if vec == x.vmax else ()
+    entry = next(filter(None, entries), None)
     threads, rows, cluster, staged, *budget = entry or ONE_PASS_TILES[x.itemsize][bucket]
     registers = budget[0] if budget and (entry or not fused) else 64 if staged else 128
     per_thread = bucket // (threads * cluster)

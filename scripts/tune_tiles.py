@@ -483,6 +483,16 @@ CANDIDATES = {  # name: (bench op, dtype, N, candidates)
     # 0.947; 131072 0.918 / 0.916 / 0.919 / 0.917 / 0.918; LayerNorm 262144 0.868 / 0.864 /
     # 0.863 / 0.874 / 0.878. No gain: phases started apart do not stay apart, or their lockstep
     # is not what the first waves lose.
+    **{f"f32{op}{x.value}{n}": (op, x, n, [committed(op, x, n)] + cs + [committed(op, x, n)])
+       for op, x, n, cs in [
+           ("layernorm", DType.FP32, 32768, [(512, 1, 2, True, 4, "b3"), (1024, 1, 1, True, 16, "b1"),
+                                             (256, 1, 4, True, 4, "b6"), (512, 1, 2, True, 8, "b2")])]
+       + [(op, DType.FP32, 32768, [(1024, 1, 1, True, 16, "b1")])
+          for op in ("rmsnorm", "add+layernorm", "add+rmsnorm", "layernorm+int8", "rmsnorm+fp8")]},
+    **{f"f32ab{op}{x.value}{n}": (op, x, n, [committed(op, x, n), (1024, 1, 1, True, 16, "b1")] * 3
+                                  + [committed(op, x, n)])
+       for op, x, n in [("layernorm", DType.FP32, 32768), ("rmsnorm", DType.FP32, 32768),
+                        ("rmsnorm+fp8", DType.FP32, 32768), ("layernorm+fp8", DType.FP32, 32768)]},
     **{f"stag{op}{x.value}{n}": (op, x, n, [committed(op, x, n)] + [committed(op, x, n, f"stag{k}")
                                                                       for k in (20, 40, 80)] + [committed(op, x, n)])
        for op, x, n in [("rmsnorm", DType.BF16, 262144), ("rmsnorm", DType.BF16, 65536),
@@ -735,7 +745,7 @@ def candidate(op, x, n, cand):
         finally:
             tiles.TWO_PASS_THREADS = saved
         return
-    special = (tiles.QUANT_LN_TILES, tiles.LEAN_LN_TILES)
+    special = (tiles.QUANT_LN_TILES, tiles.LEAN_LN_TILES, tiles.SINGLE_INPUT_TILES)
     saved = (tiles.ONE_PASS_TILES[x.itemsize].get(n), [dict(t.get(x.itemsize, {})) for t in special],
              tiles.ONE_PASS_MAX_N[x], tiles.BUCKETS)
     tiles.BUCKETS = tuple(sorted({*tiles.BUCKETS, n}))  # a candidate may be a bucket of its own

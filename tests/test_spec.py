@@ -85,15 +85,18 @@ def test_every_fusion_is_an_instance_in_both_pipelines():
 
 @pytest.mark.parametrize("x", [DType.FP32, DType.BF16])
 @pytest.mark.parametrize("vec", [1, 2, 4, 8])
-@pytest.mark.parametrize("quant_ln", [False, True])
-def test_one_pass_tiles_cover_their_buckets(x, vec, quant_ln):
+# (quant_ln, plain_ln, single_input): the operations whose tiles may differ (spec.tile)
+@pytest.mark.parametrize("op", [(False, False, False), (True, False, False), (False, True, True),
+                                (False, False, True)])
+def test_one_pass_tiles_cover_their_buckets(x, vec, op):
     if vec > x.vmax:
         return
+    quant_ln, plain_ln, single_input = op
     for bucket in tiles.ONE_PASS_TILES[x.itemsize]:
         if not tiles.has_one_pass(x, bucket, vec):
             assert vec == 1, "only scalar access may run out of registers"
             continue
-        t = tiles.one_pass_tile(x, bucket, vec, quant_ln)
+        t = tiles.one_pass_tile(x, bucket, vec, quant_ln, quant_ln, plain_ln, single_input)
         assert t.threads_per_row * t.cluster * t.vec * t.repeat == bucket
         assert t.threads_per_row & (t.threads_per_row - 1) == 0, "threads per row: a power of two"
         # portable sizes, or 16: non-portable, which runtime._load allows for the kernel
@@ -153,7 +156,11 @@ def test_which_instances_keep_their_outputs(name, keeps):
     ("layernorm_fwd_bf16_dqint8_syfp32_nb32768_1p_v8", 65536, 2),  # one 512-thread block, bf16
     ("layernorm_fwd_bf16_dqint8_syfp32_nb65536_1p_v8", 131072, 1),  # one 1024-thread block, bf16
     ("rmsnorm_fwd_bf16_dqfp8_syfp32_nb65536_1p_v8", 65536, 2),  # bf16, half a row each
-    ("layernorm_fwd_fp32_nb32768_1p_v4", 65536, 2),  # half a row each, cluster of two
+    ("layernorm_fwd_fp32_nb32768_1p_v4", 131072, 1),  # reads x alone: one 1024-thread block
+    ("rmsnorm_fwd_fp32_dqfp8_syfp32_nb32768_1p_v4", 131072, 1),
+    ("layernorm_fwd_fp32_add1_nb32768_1p_v4", 65536, 2),  # a fused add: half a row each, cluster of two
+    ("layernorm_fwd_fp32_dqint8_syfp32_nb32768_1p_v4", 65536, 2),  # LayerNorm + dynamic quant too
+    ("layernorm_fwd_fp32_nb32768_1p_v2", 65536, 2),  # narrower vectors too
     ("layernorm_fwd_bf16_nb8192_1p_v8", 0, 2),  # no quant: registers
     ("layernorm_fwd_bf16_dqint8_syfp32_nb8192_1p_v4", 0, 2),  # narrower vectors: registers
     ("rmsnorm_fwd_bf16_dqfp8_syfp32_nb8192_1p_v8", 0, 2),
