@@ -483,6 +483,18 @@ CANDIDATES = {  # name: (bench op, dtype, N, candidates)
     # 0.947; 131072 0.918 / 0.916 / 0.919 / 0.917 / 0.918; LayerNorm 262144 0.868 / 0.864 /
     # 0.863 / 0.874 / 0.878. No gain: phases started apart do not stay apart, or their lockstep
     # is not what the first waves lose.
+    # fp32 rows of 32768: the committed cluster of two 512-thread blocks (first and last)
+    # against three blocks per SM (b3), one 1024-thread block (128 KB, one per SM), clusters
+    # of four 256-thread blocks and 8 waves. H100, fifteenth session (copy 2953 GB/s; the
+    # group twice): LayerNorm 0.952 / 0.925 / 1024 0.968 / 0.904 / 0.943 / 0.940, then 0.930 /
+    # 0.909 / 0.952 / 0.905 / 0.940 / 0.934; in a third call 0.945 / 0.914 / 0.943 / 0.906 /
+    # 0.944 / 0.945. One 1024-thread block, other ops (committed / 1024 / committed, two
+    # calls): RMSNorm 0.958 / 0.985 / 0.954 and 0.946 / 0.980 / 0.951; RMSNorm + fp8 0.899 /
+    # 0.919 / 0.898; add + LayerNorm 0.964 / 0.962 / 0.966 and 0.966 / 0.971 / 0.971; add +
+    # RMSNorm 0.970 / 0.964 / 0.973; LayerNorm + int8 / fp8 spill 8 bytes. Then f32ab, the
+    # two alternating three times (copy 2980 GB/s): LayerNorm 0.938-0.939 / 0.946-0.953,
+    # RMSNorm 0.936-0.943 / 0.967-0.971, RMSNorm + fp8 0.886-0.888 / 0.906-0.913. Committed
+    # (tiles.SINGLE_INPUT_TILES) for the rows that read x alone, but LayerNorm + dynamic quant.
     **{f"f32{op}{x.value}{n}": (op, x, n, [committed(op, x, n)] + cs + [committed(op, x, n)])
        for op, x, n, cs in [
            ("layernorm", DType.FP32, 32768, [(512, 1, 2, True, 4, "b3"), (1024, 1, 1, True, 16, "b1"),
