@@ -501,6 +501,18 @@ CANDIDATES = {  # name: (bench op, dtype, N, candidates)
                                              (256, 1, 4, True, 4, "b6"), (512, 1, 2, True, 8, "b2")])]
        + [(op, DType.FP32, 32768, [(1024, 1, 1, True, 16, "b1")])
           for op in ("rmsnorm", "add+layernorm", "add+rmsnorm", "layernorm+int8", "rmsnorm+fp8")]},
+    # 16-bit rows of 65536 in one 1024-thread block (128 KB, one per SM), as fp32 32768 gained
+    # (f32 groups), with and without x past L1; the committed cluster of two first and last.
+    # H100, fifteenth session (copy 2985 GB/s): RMSNorm bf16 0.935 / 0.936 / 0.919 / 0.941,
+    # fp16 0.931 / 0.925 / 0.923 / 0.944; RMSNorm + fp8 0.896 / 0.869 / 0.879 / 0.897; add +
+    # LayerNorm 0.932 / 0.905 / 0.905 / 0.936; LayerNorm 0.918 / 0.899 / 0.887 / 0.917. As
+    # the seventh session found: 16-bit rows, with more instructions per byte, want the
+    # second block an SM.
+    **{f"one{op}{x.value}{n}": (op, x, n, [committed(op, x, n), (1024, 1, 1, True, 16, "b1"),
+                                            (1024, 1, 1, True, 16, "b1", "xl2"), committed(op, x, n)])
+       for op, x, n in [("rmsnorm", DType.BF16, 65536), ("rmsnorm+fp8", DType.BF16, 65536),
+                        ("add+layernorm", DType.BF16, 65536), ("layernorm", DType.BF16, 65536),
+                        ("rmsnorm", DType.FP16, 65536)]},
     **{f"f32ab{op}{x.value}{n}": (op, x, n, [committed(op, x, n), (1024, 1, 1, True, 16, "b1")] * 3
                                   + [committed(op, x, n)])
        for op, x, n in [("layernorm", DType.FP32, 32768), ("rmsnorm", DType.FP32, 32768),
