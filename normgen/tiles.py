@@ -130,9 +130,8 @@ LEAN_LN_TILES: dict[int, dict[int, tuple]] = {
 # instead of over a cluster of two 512-thread blocks: no cluster exchange. Measured on an
 # H100 (tune_tiles.py "f32ab" groups, fifteenth session, the two alternating three times):
 # RMSNorm 0.936-0.943 -> 0.967-0.971, RMSNorm + fp8 0.886-0.888 -> 0.906-0.913, LayerNorm
-# 0.937-0.939 -> 0.946-0.953 (in three other calls +0.016, -0.002 and +0.01). With a fused
-# add no faster (add + LayerNorm 0.964-0.971 / 0.962-0.971, add + RMSNorm 0.970-0.973 /
-# 0.964).
+# 0.937-0.939 -> 0.946-0.953 (in two other calls +0.02 and -0.002). With a fused add no
+# faster (add + LayerNorm 0.964-0.971 / 0.962-0.971, add + RMSNorm 0.970-0.973 / 0.964).
 SINGLE_INPUT_TILES: dict[int, dict[int, tuple]] = {4: {32768: (1024, 1, 1, True)}}
 
 # Two-pass: one row per block, streamed in chunks of threads * vec * repeat elements.
