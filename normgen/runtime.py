@@ -57,7 +57,8 @@ class Kernel:
     rows_per_block: int
     cluster: int  # blocks per row
     smem: int  # dynamic shared memory per block
-    max_groups: int  # tile.waves times the blocks (clusters) the device holds; they stride over the rest
+    max_groups: int  # tile.waves times the blocks (clusters) the device holds, or (tile.resident) exactly
+    # the clusters it holds; they stride over the rest
 
     def launcher(self, rows: int):
         """A function (stream, values) that launches this kernel over `rows` rows; values:
@@ -112,6 +113,22 @@ def build(specs, source_dir: Path, arch: str, workers: int = 0) -> list[Path]:
         return [Path(p) for p in pool.map(_build_one, jobs)]
 
 
+def resident_clusters(func: int, tile) -> int:
+    """How many of a cluster kernel's clusters an idle device holds at once: fewer than its
+    blocks per SM x SMs / cluster size, as a cluster's blocks must share a GPC (45 against 49
+    for clusters of eight 512-thread blocks, three per SM, on an H100)."""
+    from cuda.bindings import driver as cu
+
+    config = cu.CUlaunchConfig()
+    config.gridDimX, config.gridDimY, config.gridDimZ = tile.cluster, 1, 1
+    config.blockDimX, config.blockDimY, config.blockDimZ = tile.block_threads, 1, 1
+    config.sharedMemBytes = tile.stage_bytes
+    err, clusters = cu.cuOccupancyMaxActiveClusters(cu.CUfunction(func), config)
+    if err != cu.CUresult.CUDA_SUCCESS:
+        raise RuntimeError(f"cuOccupancyMaxActiveClusters failed: {err}")
+    return max(clusters, 1)
+
+
 _loaded: dict = {}  # (spec, source_dir, device, whole-row kernel) -> Kernel
 
 
@@ -145,5 +162,6 @@ def _load(spec: KernelSpec, source_dir: Path, device: int, symbol: str) -> Kerne
         per_sm = driver.occupancyMaxActiveBlocksPerMultiprocessor(
             func.ptr, tile.block_threads, tile.stage_bytes)
         blocks = max(per_sm, 1) * props["multiProcessorCount"]
+        groups = resident_clusters(func.ptr, tile) if tile.resident else max(blocks // tile.cluster, 1) * tile.waves
         return Kernel(spec, module, symbol, func.ptr, tile.block_threads, tile.rows_per_block,
-                      tile.cluster, tile.stage_bytes, max(blocks // tile.cluster, 1) * tile.waves)
+                      tile.cluster, tile.stage_bytes, groups)

@@ -98,7 +98,7 @@ class KernelSpec:
     def tile(self) -> tiles.Tile:
         if self.pipeline == Pipeline.ONE_PASS:
             return tiles.one_pass_tile(self.x, self.bucket, self.vec, self._dynamic_layernorm, self.fused,
-                                       self._plain_layernorm, self._single_input)
+                                       self._plain_layernorm, self._single_input, self.norm == Norm.RMSNORM)
         return tiles.two_pass_tile(self.vec, self.x)
 
     @property

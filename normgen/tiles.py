@@ -134,6 +134,22 @@ LEAN_LN_TILES: dict[int, dict[int, tuple]] = {
 # faster (add + LayerNorm 0.964-0.971 / 0.962-0.971, add + RMSNorm 0.970-0.973 / 0.964).
 SINGLE_INPUT_TILES: dict[int, dict[int, tuple]] = {4: {32768: (1024, 1, 1, True)}}
 
+# RMSNorm rows over clusters of eight or more (131072 up) launch one wave of exactly the
+# clusters the device holds at once (Tile.resident; runtime.resident_clusters: 92 / 45 / 21
+# at 131072 / 262144 / 524288 on an H100), each striding over the rows, instead of 4 waves
+# of clusters launched as others finish. A fixed cost of ~10 us a launch at 262144 (rows
+# probe, fifteenth session) sits in the first waves. Measured on an H100 (tune_tiles.py
+# "res" groups, fifteenth session, the two grids alternating): RMSNorm bf16 262144
+# 0.893-0.899 -> 0.908-0.920, fp16 0.896-0.898 -> 0.912-0.917, bf16 524288 0.841-0.844 ->
+# 0.868-0.869, 131072 0.916-0.917 -> 0.919-0.921 (fp16 0.888-0.908 -> 0.914-0.917), RMSNorm +
+# fp8 262144 0.806-0.809 -> 0.833-0.835, add + RMSNorm 262144 0.892-0.895 -> 0.893-0.910.
+# LayerNorm no faster: bf16 131072 0.912 -> 0.901-0.902, 262144 0.878-0.879 -> 0.875-0.881,
+# 524288 0.832-0.836 -> 0.830-0.843, fp16 262144 0.882-0.884 -> 0.879-0.882, fp32 131072
+# 0.855-0.861 -> 0.842-0.876, 262144 0.809-0.813 -> 0.808-0.815 (524288 0.677-0.680 ->
+# 0.697-0.704). Clusters of two (65536) ran slower so (eleventh session: RMSNorm 0.931-0.934
+# -> 0.923, LayerNorm 0.881-0.905 -> 0.834).
+RESIDENT_MIN_CLUSTER = 8
+
 # Two-pass: one row per block, streamed in chunks of threads * vec * repeat elements.
 TWO_PASS_THREADS = 512
 TWO_PASS_UNROLL = 2
@@ -156,6 +172,11 @@ class Tile:
     cluster: int = 1  # blocks per row
     stage_bytes: int = 0  # shared memory holding each block's share of the row (0: registers)
     registers: int = 128  # a thread's register budget (min_blocks_per_sm: __launch_bounds__)
+    # launched as one wave of exactly the clusters the device holds at once, each striding
+    # over many rows, instead of `waves` times as many (see RESIDENT_MIN_CLUSTER). A device
+    # that runs other work beside the kernel holds fewer: the clusters left over then run
+    # after the others, and the launch takes up to twice as long
+    resident: bool = False
 
     @property
     def lean(self) -> bool:
@@ -177,7 +198,8 @@ class Tile:
         register-held rows reach 0.95-0.98 of copy where one wave reached 0.88-0.92, and
         4 waves of cluster-staged rows 0.80-0.88 where one reached 0.58-0.85. Staged rows of
         one block (QUANT_LN_TILES) want 16 too: LayerNorm + int8 at 8192 0.81 with 4, 0.85
-        with 16 (128 threads), 16384 0.85 -> 0.88 (256 threads)."""
+        with 16 (128 threads), 16384 0.85 -> 0.88 (256 threads). (Resident tiles launch one
+        wave of the clusters the device holds: runtime.resident_clusters.)"""
         return 4 if self.stage_bytes and self.cluster > 1 else 16
 
     @property
@@ -252,13 +274,14 @@ def pack_columns(tile: Tile, column_vectors: int, fused: bool, keeps: bool) -> b
 
 
 def one_pass_tile(x: DType, bucket: int, vec: int, quant_ln: bool = False, fused: bool = False,
-                  plain_ln: bool = False, single_input: bool = False) -> Tile:
+                  plain_ln: bool = False, single_input: bool = False, rmsnorm: bool = False) -> Tile:
     """The one-pass tile of a bucket. quant_ln: for LayerNorm with a dynamic quant, whose
     tile may differ (QUANT_LN_TILES) and whose staged rows are kept as floats where they
     fit (keeps_outputs). fused: a fused add, x-bias or quant, for which ONE_PASS_TILES'
     register budgets (measured on plain rows) do not hold. plain_ln: unfused LayerNorm,
     whose tile may differ too (LEAN_LN_TILES). single_input: no fused add or x-bias, and not
-    quant_ln (SINGLE_INPUT_TILES). The special tables serve whole 16-byte vectors only."""
+    quant_ln (SINGLE_INPUT_TILES). The special tables serve whole 16-byte vectors only.
+    rmsnorm: RMSNorm, whose rows over large clusters are resident (RESIDENT_MIN_CLUSTER)."""
     tables = [QUANT_LN_TILES] if quant_ln else [LEAN_LN_TILES] if plain_ln else []
     tables += [SINGLE_INPUT_TILES] if single_input else []
     entries = (t.get(x.itemsize, {}).get(bucket) for t in tables) if vec == x.vmax else ()
@@ -267,7 +290,7 @@ def one_pass_tile(x: DType, bucket: int, vec: int, quant_ln: bool = False, fused
     registers = budget[0] if budget and (entry or not fused) else 64 if staged else 128
     per_thread = bucket // (threads * cluster)
     t = Tile(threads, rows, vec, per_thread // vec, cluster, bucket // cluster * x.itemsize if staged else 0,
-             registers)
+             registers, rmsnorm and cluster >= RESIDENT_MIN_CLUSTER)
     return replace(t, stage_bytes=float_stage_bytes(t)) if staged and quant_ln and keeps_outputs(t) else t
 
 

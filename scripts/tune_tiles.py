@@ -81,7 +81,8 @@ def committed(op, x, n, *patches, grid=None):
     spec = replace(bench.call_spec(op, x), pipeline=Pipeline.ONE_PASS, bucket=n, vec=x.vmax)
     t = spec.tile
     budget = () if any(map(BLOCKS.match, patches)) else (f"b{spec.min_blocks_per_sm}",)
-    return (t.threads_per_row, t.rows_per_block, t.cluster, bool(t.stage_bytes), grid or t.waves, *budget, *patches)
+    return (t.threads_per_row, t.rows_per_block, t.cluster, bool(t.stage_bytes),
+            grid or ("res" if t.resident else t.waves), *budget, *patches)
 
 
 CANDIDATES = {  # name: (bench op, dtype, N, candidates)
@@ -508,6 +509,27 @@ CANDIDATES = {  # name: (bench op, dtype, N, candidates)
     # LayerNorm 0.932 / 0.905 / 0.905 / 0.936; LayerNorm 0.918 / 0.899 / 0.887 / 0.917. As
     # the seventh session found: 16-bit rows, with more instructions per byte, want the
     # second block an SM.
+    # RMSNorm and LayerNorm rows over clusters of eight or more: a grid of exactly the clusters
+    # the device holds (runtime.resident_clusters, each cluster striding over the rows; now
+    # the committed grid of RMSNorm's, Tile.resident) against 4 waves of clusters. H100,
+    # fifteenth session, the two alternating (4 waves / resident), two calls (copy 2960 and
+    # 2978 GB/s): RMSNorm bf16 262144 0.893-0.899 / 0.908-0.920 (45 clusters), fp16 0.896-0.898 /
+    # 0.912-0.917, bf16 524288 0.841-0.844 / 0.868-0.869 (21), 131072 0.916-0.917 / 0.919-0.921
+    # (92), fp16 131072 0.888-0.908 / 0.914-0.917; RMSNorm + fp8 262144 0.806-0.809 /
+    # 0.833-0.835; add + RMSNorm 262144 0.892-0.895 / 0.893-0.910; LayerNorm bf16 131072 0.912 /
+    # 0.901-0.902, 262144 0.878-0.879 / 0.875-0.881, 524288 0.832-0.836 / 0.830-0.843, fp16
+    # 262144 0.882-0.884 / 0.879-0.882, fp32 131072 0.855-0.861 / 0.842-0.876, 262144
+    # 0.809-0.813 / 0.808-0.815, 524288 0.677-0.680 / 0.697-0.704. Committed for RMSNorm
+    # (tiles.RESIDENT_MIN_CLUSTER).
+    **{f"res{op}{x.value}{n}": (op, x, n, [committed(op, x, n, grid=4), committed(op, x, n, grid="res")] * 2
+                                + [committed(op, x, n, grid=4)])
+       for op, x, n in [("rmsnorm", DType.BF16, 131072), ("rmsnorm", DType.BF16, 262144),
+                        ("rmsnorm", DType.FP16, 262144), ("rmsnorm", DType.BF16, 524288),
+                        ("rmsnorm", DType.FP16, 131072), ("rmsnorm+fp8", DType.BF16, 262144),
+                        ("add+rmsnorm", DType.BF16, 262144), ("layernorm", DType.BF16, 131072),
+                        ("layernorm", DType.BF16, 262144), ("layernorm", DType.BF16, 524288),
+                        ("layernorm", DType.FP16, 262144), ("layernorm", DType.FP32, 131072),
+                        ("layernorm", DType.FP32, 262144), ("layernorm", DType.FP32, 524288)]},
     **{f"one{op}{x.value}{n}": (op, x, n, [committed(op, x, n), (1024, 1, 1, True, 16, "b1"),
                                             (1024, 1, 1, True, 16, "b1", "xl2"), committed(op, x, n)])
        for op, x, n in [("rmsnorm", DType.BF16, 65536), ("rmsnorm+fp8", DType.BF16, 65536),
@@ -843,20 +865,23 @@ def time_dispatched(op, x, n, cand, ins, ceiling, spec, folder):
     # (not from max_groups: clusters round it down, and the eighth session's runs printed 2
     # for 262144's three blocks per SM)
     per_sm = runtime.driver.occupancyMaxActiveBlocksPerMultiprocessor(kernel.func, kernel.block, kernel.smem)
+    held = max(max(per_sm, 1) * sms // kernel.cluster, 1)  # row groups the device holds, clusters unpacked
     if grid == F:
         kernel.max_groups = 1 << 30
+    elif grid == "res":  # the clusters the device holds at once
+        kernel.max_groups = runtime.resident_clusters(kernel.func, spec.tile)
     elif isinstance(grid, str) and grid[0] == "g":  # "gK": K row groups (blocks or clusters)
         kernel.max_groups = int(grid[1:])
     elif isinstance(grid, str):  # "rK": about K row groups per block, at least one wave
-        kernel.max_groups = max(kernel.max_groups // spec.tile.waves, -(-m // rows // int(grid[1:])))
+        kernel.max_groups = max(held, -(-m // rows // int(grid[1:])))
     else:  # grid times the blocks the device holds
-        kernel.max_groups = kernel.max_groups // spec.tile.waves * grid
+        kernel.max_groups = held * grid
     dispatch._plans.clear()  # plans keep the grid they were made with
     regs = kernel.module.get_function(kernel.symbol).num_regs
     ms = bench.time_events(fn)
     if any(map(CARVEOUT.match, patch)):
         runtime.driver.funcSetAttribute(kernel.func, _PREFERRED_SHARED_MEMORY_CARVEOUT, -1)  # the default
-    print(f"{describe(op, x, n, cand, spec)} regs={regs:3d} blocks/SM={per_sm:2d}: "
+    print(f"{describe(op, x, n, cand, spec)} regs={regs:3d} blocks/SM={per_sm:2d} groups={kernel.max_groups}: "
           f"{ms * 1e3:7.1f} us {bench.OPS[op][3](m, n, x.itemsize) / ms / 1e6 / ceiling:5.3f}", flush=True)
 
 

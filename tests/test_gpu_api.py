@@ -98,6 +98,29 @@ def test_row_result_does_not_depend_on_batch(seed):
             assert cupy.array_equal(alone[0].view(cupy.uint16), batch[r].view(cupy.uint16)), (n, r)
 
 
+def test_resident_clusters_stride_over_the_rows(seed):
+    """RMSNorm rows over clusters of eight or more launch exactly the clusters the device
+    holds (tiles.RESIDENT_MIN_CLUSTER), each taking several rows of a batch: every row
+    matches the reference, and a row alone gives the same bits as in the batch."""
+    import cupy
+
+    from normgen import runtime
+
+    n, m = 131072, 300
+    x, g, _ = expected(Case(DType.BF16, DType.BF16, n, m, "normal", 0, seed)).xgb
+    before = set(dispatch._kernels)
+    y = normgen.rmsnorm(x, g)
+    (key,) = set(dispatch._kernels) - before
+    kernel = dispatch._kernels[key]
+    assert kernel.spec.tile.resident and kernel.spec.tile.cluster >= 8
+    assert kernel.max_groups == runtime.resident_clusters(kernel.func, kernel.spec.tile) < m
+    want = reference.rmsnorm(cupy.asnumpy(x), cupy.asnumpy(g), 1e-6)
+    assert_close(y, cupy.asarray(want), DType.BF16, f"N={n} rows={m}")
+    for r in (0, kernel.max_groups, m - 1):  # the first and a second row of cluster 0, the last
+        alone = normgen.rmsnorm(x[r : r + 1], g)
+        assert cupy.array_equal(alone[0].view(cupy.uint16), y[r].view(cupy.uint16)), r
+
+
 def test_rows_of_the_bucket_length_run_the_whole_row_kernel(seed):
     """A staged one-pass instance has a kernel built for rows of exactly its bucket's length
     and one for any shorter row; each serves its own N, and both match the reference."""

@@ -190,6 +190,19 @@ def test_where_rows_leave_their_lines(name, cache):
     assert parse_name(name).row_cache is cache
 
 
+@pytest.mark.parametrize("name, resident", [
+    ("rmsnorm_fwd_bf16_nb131072_1p_v8", True),  # RMSNorm over clusters of eight or more
+    ("rmsnorm_fwd_fp16_add1_dqfp8_syfp32_nb262144_1p_v8", True),
+    ("rmsnorm_fwd_fp32_nb524288_1p_v4", True),
+    ("rmsnorm_fwd_bf16_nb65536_1p_v8", False),  # clusters of two
+    ("rmsnorm_fwd_bf16_nb131072_1p_v4", True),
+    ("layernorm_fwd_bf16_nb262144_1p_v8", False),  # LayerNorm was no faster so
+    ("rmsnorm_fwd_bf16_2p_v8", False),
+])
+def test_which_tiles_launch_the_resident_clusters_once(name, resident):
+    assert parse_name(name).tile.resident is resident
+
+
 @pytest.mark.parametrize("name, full", [
     ("rmsnorm_fwd_bf16_dqfp8_syfp32_nb32768_1p_v8", True),
     ("layernorm_fwd_bf16_add1_nb262144_1p_v8", True),
