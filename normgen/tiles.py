@@ -147,7 +147,8 @@ SINGLE_INPUT_TILES: dict[int, dict[int, tuple]] = {4: {32768: (1024, 1, 1, True)
 # 524288 0.832-0.836 -> 0.830-0.843, fp16 262144 0.882-0.884 -> 0.879-0.882, fp32 131072
 # 0.855-0.861 -> 0.842-0.876, 262144 0.809-0.813 -> 0.808-0.815 (524288 0.677-0.680 ->
 # 0.697-0.704). Clusters of two (65536) ran slower so (eleventh session: RMSNorm 0.931-0.934
-# -> 0.923, LayerNorm 0.881-0.905 -> 0.834).
+# -> 0.923, LayerNorm 0.881-0.905 -> 0.834). fp32 RMSNorm was not timed; fp32 LayerNorm on
+# the same tiles ran even or faster.
 RESIDENT_MIN_CLUSTER = 8
 
 # Two-pass: one row per block, streamed in chunks of threads * vec * repeat elements.
