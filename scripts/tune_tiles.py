@@ -9,8 +9,10 @@ printed.
 A candidate is (threads per row, rows per block, cluster, staged, grid, *patches) (staged
 "2p": the two-pass pipeline, in blocks of that many threads, at any N): grid is
 "full" (one block or cluster per row group), "rK" (about K row groups per block, at least
-one wave), "gK" (K row groups: blocks or clusters) or a number of waves (blocks the device
-holds at once; tiles.Tile.waves is the committed choice); patches name PATCHES entries, text
+one wave), "gK" (K row groups: blocks or clusters), "res" (exactly the clusters the device
+holds at once: runtime.resident_clusters) or a number of waves (blocks the device holds at
+once; tiles.Tile.waves, or "res" for Tile.resident, is the committed choice); patches name
+PATCHES entries, text
 replacements in the rendered header for trying a kernel change before making it, or are
 "bK": the kernel built for K resident blocks per SM (__launch_bounds__' second argument)
 instead of the spec's choice, and the tile's register budget so (a register-held tile built
@@ -638,7 +640,8 @@ def streamed(pieces: int) -> list:
 
 def cluster_push(variant: str) -> list:
     """The replacements of patches/cluster_push.json's `variant`."""
-    return [tuple(pair) for pair in json.loads((Path(__file__).parent / "patches" / "cluster_push.json").read_text())[variant]]
+    pairs = json.loads((Path(__file__).parent / "patches" / "cluster_push.json").read_text())[variant]
+    return [tuple(pair) for pair in pairs]
 
 
 def load_hint(policy: str = "", l1: str = "") -> list:
@@ -750,7 +753,8 @@ PATCHES = {  # name: [(old, new), ...]
     # the first wave's clusters of odd index start K00 ns late (timing only): their phases off
     # those of their neighbours' from the launch's start
     **{f"stag{k}": [("    constexpr bool kSumsWhileStaging = K::kNorm == Norm::LAYERNORM;",
-                     f"    if (row == cluster_index() && row % 2 == 1 && row < cluster_count() / 4) __nanosleep({k}00);\n"
+                     "    if (row == cluster_index() && row % 2 == 1 && row < cluster_count() / 4) "
+                     f"__nanosleep({k}00);\n"
                      "    constexpr bool kSumsWhileStaging = K::kNorm == Norm::LAYERNORM;")] for k in (20, 40, 80)},
     # no prefetch of the next row
     "nopf": [("constexpr bool kPrefetchRow = !K::kLean &&", "constexpr bool kPrefetchRow = false &&")],
