@@ -1288,10 +1288,11 @@ __device__ __forceinline__ void one_pass_staged(const Params& p) {
 // One row per block, in chunks of T*V*P elements. The shift is the mean of the first
 // chunk (the whole row when it fits in one), which keeps the shifted sums well-conditioned;
 // a LayerNorm row whose first chunk's mean lies more than a deviation from the row's (c^2 >
-// var, as share_stats tests) is summed again around shift + c, in another pass.
-// Each later pass walks the chunks in the opposite direction of the one before, so the
-// most recently read ones hit L2 (the far rows' extra pass walks back, as the next one does). A fused prologue is recomputed on every pass (the sum is
-// stored in the first); LayerNorm's dynamic quant adds a pass for the row's absolute maximum.
+// var, as share_stats tests) is summed again around shift + c, in another pass. Each later
+// pass walks the chunks in the opposite direction of the one before, so the most recently
+// read ones hit L2 (the far rows' extra pass walks back, as the next one does). A fused
+// prologue is recomputed on every pass (the sum is stored in the first); LayerNorm's
+// dynamic quant adds a pass for the row's absolute maximum.
 template <class K>
 __device__ __forceinline__ void two_pass(const Params& p) {
   using X = typename K::X;

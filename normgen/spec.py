@@ -97,8 +97,7 @@ class KernelSpec:
     @property
     def tile(self) -> tiles.Tile:
         if self.pipeline == Pipeline.ONE_PASS:
-            return tiles.one_pass_tile(self.x, self.bucket, self.vec, self._dynamic_layernorm, self.fused,
-                                       self._plain_layernorm, self._single_input, self.norm == Norm.RMSNORM)
+            return tiles.one_pass_tile(self.x, self.bucket, self.vec, self.op)
         return tiles.two_pass_tile(self.vec, self.x)
 
     @property
@@ -149,22 +148,22 @@ class KernelSpec:
         return Cache.PAST_L1 if dynamic_ln or plain_ln else Cache.NORMAL
 
     @property
+    def op(self) -> tiles.Op:
+        """What of the operation the one-pass tile depends on."""
+        return tiles.Op(self.norm == Norm.RMSNORM, self.fused_add != FusedAdd.NONE or self.x_bias, self.quant)
+
+    @property
     def fused(self) -> bool:
         """A fused prologue or epilogue: residual add, x-bias or quant."""
-        return self.fused_add != FusedAdd.NONE or self.x_bias or self.quant != Quant.NONE
+        return self.op.fused
 
     @property
     def _dynamic_layernorm(self) -> bool:
-        return self.quant == Quant.DYNAMIC and self.norm == Norm.LAYERNORM
+        return self.op.quant_ln
 
     @property
     def _plain_layernorm(self) -> bool:
-        return self.norm == Norm.LAYERNORM and not self.fused
-
-    @property
-    def _single_input(self) -> bool:
-        """The row reads x alone (no fused add or x-bias), and is not LayerNorm + dynamic quant."""
-        return self.fused_add == FusedAdd.NONE and not self.x_bias and not self._dynamic_layernorm
+        return self.op.plain_ln
 
     @property
     def min_blocks_per_sm(self) -> int:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from .types import DType
+from .types import DType, Quant
 
 # element bytes -> bucket (largest N served) -> (threads per row per block, rows per block,
 # blocks per row (cluster size), staged[, registers a thread of a plain row: Tile.registers'
@@ -274,25 +274,51 @@ def pack_columns(tile: Tile, column_vectors: int, fused: bool, keeps: bool) -> b
     return wanted and tile.stage_bytes == 0 and (tile.block_threads <= 256 or keeps) and floats > 32
 
 
-def one_pass_tile(x: DType, bucket: int, vec: int, quant_ln: bool = False, fused: bool = False,
-                  plain_ln: bool = False, single_input: bool = False, rmsnorm: bool = False) -> Tile:
-    """The one-pass tile of a bucket. quant_ln: for LayerNorm with a dynamic quant, whose
-    tile may differ (QUANT_LN_TILES) and whose staged rows are kept as floats where they
-    fit (keeps_outputs). fused: a fused add, x-bias or quant, for which ONE_PASS_TILES'
-    register budgets (measured on plain rows) do not hold. plain_ln: unfused LayerNorm,
-    whose tile may differ too (LEAN_LN_TILES). single_input: no fused add or x-bias, and not
-    quant_ln (SINGLE_INPUT_TILES). The special tables serve whole 16-byte vectors only.
-    rmsnorm: RMSNorm, whose rows over large clusters are resident (RESIDENT_MIN_CLUSTER)."""
-    tables = [QUANT_LN_TILES] if quant_ln else [LEAN_LN_TILES] if plain_ln else []
-    tables += [SINGLE_INPUT_TILES] if single_input else []
-    entries = (t.get(x.itemsize, {}).get(bucket) for t in tables) if vec == x.vmax else ()
-    entry = next(filter(None, entries), None)
+@dataclass(frozen=True)
+class Op:
+    """What of an instance's operation its one-pass tile depends on (spec.op)."""
+
+    rmsnorm: bool = False  # else LayerNorm
+    prologue: bool = False  # a fused add or x-bias: a second input, or a second per-column vector
+    quant: Quant = Quant.NONE
+
+    @property
+    def fused(self) -> bool:
+        """A fused prologue or quant, for which ONE_PASS_TILES' register budgets (measured on
+        plain rows) do not hold."""
+        return self.prologue or self.quant != Quant.NONE
+
+    @property
+    def quant_ln(self) -> bool:
+        """LayerNorm with a dynamic quant: its tile may differ (QUANT_LN_TILES), and its
+        staged rows are kept as floats where they fit (keeps_outputs)."""
+        return not self.rmsnorm and self.quant == Quant.DYNAMIC
+
+    @property
+    def plain_ln(self) -> bool:
+        """Unfused LayerNorm, whose tile may differ too (LEAN_LN_TILES)."""
+        return not self.rmsnorm and not self.fused
+
+    @property
+    def tables(self) -> list:
+        """The tables that may replace ONE_PASS_TILES' entry, first match first."""
+        own = [QUANT_LN_TILES] if self.quant_ln else [LEAN_LN_TILES] if self.plain_ln else []
+        return own + ([SINGLE_INPUT_TILES] if not self.prologue and not self.quant_ln else [])
+
+
+def one_pass_tile(x: DType, bucket: int, vec: int, op: Op | None = None) -> Tile:
+    """The one-pass tile of a bucket for `op` (None: ONE_PASS_TILES' entry as it stands).
+    The special tables (Op.tables) serve whole 16-byte vectors only; RMSNorm's rows over
+    large clusters are resident (RESIDENT_MIN_CLUSTER)."""
+    tables = op.tables if op and vec == x.vmax else []
+    entry = next(filter(None, (t.get(x.itemsize, {}).get(bucket) for t in tables)), None)
     threads, rows, cluster, staged, *budget = entry or ONE_PASS_TILES[x.itemsize][bucket]
-    registers = budget[0] if budget and (entry or not fused) else 64 if staged else 128
+    registers = budget[0] if budget and (entry or not (op and op.fused)) else 64 if staged else 128
     per_thread = bucket // (threads * cluster)
     t = Tile(threads, rows, vec, per_thread // vec, cluster, bucket // cluster * x.itemsize if staged else 0,
-             registers, rmsnorm and cluster >= RESIDENT_MIN_CLUSTER)
-    return replace(t, stage_bytes=float_stage_bytes(t)) if staged and quant_ln and keeps_outputs(t) else t
+             registers, bool(op and op.rmsnorm) and cluster >= RESIDENT_MIN_CLUSTER)
+    keep = staged and op and op.quant_ln and keeps_outputs(t)
+    return replace(t, stage_bytes=float_stage_bytes(t)) if keep else t
 
 
 def two_pass_tile(vec: int, x: DType) -> Tile:

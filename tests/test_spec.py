@@ -85,18 +85,16 @@ def test_every_fusion_is_an_instance_in_both_pipelines():
 
 @pytest.mark.parametrize("x", [DType.FP32, DType.BF16])
 @pytest.mark.parametrize("vec", [1, 2, 4, 8])
-# (quant_ln, plain_ln, single_input): the operations whose tiles may differ (spec.tile)
-@pytest.mark.parametrize("op", [(False, False, False), (True, False, False), (False, True, True),
-                                (False, False, True)])
+@pytest.mark.parametrize("op", [None, tiles.Op(), tiles.Op(quant=Quant.DYNAMIC), tiles.Op(prologue=True),
+                                tiles.Op(rmsnorm=True), tiles.Op(rmsnorm=True, quant=Quant.STATIC)])
 def test_one_pass_tiles_cover_their_buckets(x, vec, op):
     if vec > x.vmax:
         return
-    quant_ln, plain_ln, single_input = op
     for bucket in tiles.ONE_PASS_TILES[x.itemsize]:
         if not tiles.has_one_pass(x, bucket, vec):
             assert vec == 1, "only scalar access may run out of registers"
             continue
-        t = tiles.one_pass_tile(x, bucket, vec, quant_ln, quant_ln, plain_ln, single_input)
+        t = tiles.one_pass_tile(x, bucket, vec, op)
         assert t.threads_per_row * t.cluster * t.vec * t.repeat == bucket
         assert t.threads_per_row & (t.threads_per_row - 1) == 0, "threads per row: a power of two"
         # portable sizes, or 16: non-portable, which runtime._load allows for the kernel
