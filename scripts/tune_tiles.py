@@ -603,6 +603,26 @@ CANDIDATES = {  # name: (bench op, dtype, N, candidates)
                         for n in (32768, 65536, 131072, 262144, 524288)]
        + [(op, DType.BF16, n) for op in ("add+layernorm", "add+rmsnorm", "rmsnorm+fp8")
           for n in (32768, 65536, 131072, 262144)]},
+    # 16-bit rows of 65536 over clusters of four 256-thread blocks (32 KB staged each; quack's
+    # shape at 64K), as 131072's committed tile (eight of 256) holds its rows, against the
+    # committed cluster of two 512-thread blocks (first and last). H100, sixteenth session
+    # (copy 2961 GB/s), committed / four 256 b6 / b4 / b6 res / committed: RMSNorm bf16 0.934
+    # / 0.917 / 0.915 / 0.917 / 0.939, fp16 0.941 / b6 0.917 / 0.944; RMSNorm + fp8 0.889 /
+    # 0.815 / 0.854 / 0.895; add + RMSNorm 0.953 / b4 0.942 / 0.955; LayerNorm 0.925 / 0.892
+    # / 0.879 / 0.918; add + LayerNorm 0.944 / b4 0.924 / 0.944; LayerNorm + int8 (one
+    # 1024-thread block committed) 0.699 / b4 (kept as floats, 64 KB) 0.652 / b4 nokeep 0.670
+    # / two 512 0.672 / 0.709. Slower everywhere: the committed tiles stand.
+    **{f"c4{op}{x.value}{n}": (op, x, n, [committed(op, x, n)] + cs + [committed(op, x, n)])
+       for op, x, n, cs in [
+           ("rmsnorm", DType.BF16, 65536, [(256, 1, 4, True, 4, "b6"), (256, 1, 4, True, 4, "b4"),
+                                           (256, 1, 4, True, "res", "b6")]),
+           ("rmsnorm", DType.FP16, 65536, [(256, 1, 4, True, 4, "b6")]),
+           ("rmsnorm+fp8", DType.BF16, 65536, [(256, 1, 4, True, 4, "b6"), (256, 1, 4, True, 4, "b4")]),
+           ("add+rmsnorm", DType.BF16, 65536, [(256, 1, 4, True, 4, "b4")]),
+           ("layernorm", DType.BF16, 65536, [(256, 1, 4, True, 4, "b6"), (256, 1, 4, True, 4, "b4")]),
+           ("add+layernorm", DType.BF16, 65536, [(256, 1, 4, True, 4, "b4")]),
+           ("layernorm+int8", DType.BF16, 65536, [(256, 1, 4, True, 4, "b4"), (256, 1, 4, True, 4, "b4", "nokeep"),
+                                                  (512, 1, 2, True, 4, "b2")])]},
 }
 
 
@@ -760,6 +780,25 @@ PATCHES = {  # name: [(old, new), ...]
     "nopf": [("constexpr bool kPrefetchRow = !K::kLean &&", "constexpr bool kPrefetchRow = false &&")],
     # per-column vectors loaded per row, not held in registers
     "nohold": [("constexpr bool kHold = !K::kLean &&", "constexpr bool kHold = false &&")],
+    # staged rows' timeline (scripts/trace_rows.py): each block's thread 0 records the global
+    # timer at the start and end of every row it takes, and its SM, in normgen_trace
+    "trace": [("template <class K, bool kFull>\n__device__ __forceinline__ void one_pass_staged(",
+               "extern \"C\" __device__ unsigned long long normgen_trace[4 << 15];\n"
+               "template <class K, bool kFull>\n__device__ __forceinline__ void one_pass_staged("),
+              ("       row += C > 1 ? cluster_count() : gridDim.x, ph = (ph + 1) % S) {\n",
+               "       row += C > 1 ? cluster_count() : gridDim.x, ph = (ph + 1) % S) {\n"
+               "    unsigned long long trace_t0;\n"
+               "    asm volatile(\"mov.u64 %0, %%globaltimer;\" : \"=l\"(trace_t0));\n"),
+              ("        p, st, load, cols, Columns<K, 1, V>{}, sh_max[ph], floats, qmul, row, true, lane == 0);\n",
+               "        p, st, load, cols, Columns<K, 1, V>{}, sh_max[ph], floats, qmul, row, true, lane == 0);\n"
+               "    if (threadIdx.x == 0 && (row + 1) * C <= (1 << 15)) {\n"
+               "      unsigned long long t1;\n"
+               "      unsigned sm;\n"
+               "      asm volatile(\"mov.u64 %0, %%globaltimer;\" : \"=l\"(t1));\n"
+               "      asm volatile(\"mov.u32 %0, %%smid;\" : \"=r\"(sm));\n"
+               "      unsigned long long* e = normgen_trace + 4 * (row * C + (C > 1 ? cluster_rank() : 0));\n"
+               "      e[0] = trace_t0, e[1] = t1, e[2] = sm, e[3] = blockIdx.x;\n"
+               "    }\n")],
 }
 
 
