@@ -1,0 +1,75 @@
+"""A staged one-pass kernel's timeline, row by row (GPU machine): `python
+scripts/trace_rows.py OP N [ROWS]` (bench op, bf16, M x N = 2^27 unless ROWS). Each block's
+thread 0 records the global timer as it starts and ends each row it takes, and its SM
+(tune_tiles' "trace" patch). Prints where a launch's time beyond its steady state goes: rows
+started together at the head, SMs idle at the tail while the last rows finish."""
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+
+import cupy
+import numpy as np
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import tune_tiles  # noqa: E402
+from normgen import bench, codegen, dispatch, runtime  # noqa: E402
+from normgen.types import DType  # noqa: E402
+
+
+def timeline(op, n, rows):
+    x = DType.BF16
+    ins = [torch.randn(rows, n, device="cuda", dtype=torch.bfloat16) for _ in range(2)]
+    ins += [torch.randn(n, device="cuda", dtype=torch.bfloat16) for _ in range(2)]
+    with tune_tiles.candidate(op, x, n, tune_tiles.committed(op, x, n, "trace")) as (spec, files):
+        folder = Path(tempfile.mkdtemp())
+        codegen.write(folder, files)
+        dispatch.use_generated(folder, registry={spec.key: spec.name})
+        fn = bench.OPS[op][2](*ins)["normgen"]
+        ms = bench.time_events(fn)
+        (kernel,) = runtime._loaded.values()
+        trace = kernel.module.get_global("normgen_trace")
+        buf = cupy.ndarray((4 << 15,), dtype=cupy.uint64, memptr=trace)
+        buf.fill(0)
+        for _ in range(3):  # the last of back-to-back calls, as the benchmark times them
+            fn()
+        torch.cuda.synchronize()
+        t = buf.get().reshape(-1, 4)
+        runtime._loaded.clear()
+        runtime._module.cache_clear()
+    t = t[t[:, 1] > 0].astype(np.int64)
+    return ms * 1e3, spec.tile.cluster, t
+
+
+def report(op, n, rows):
+    us, cluster, t = timeline(op, n, rows)
+    start, end, sm = t[:, 0], t[:, 1], t[:, 2]
+    t0, t1 = start.min(), end.max()
+    span = (t1 - t0) / 1e3
+    dur = (end - start) / 1e3
+    first = np.zeros(len(t), bool)
+    for b in np.unique(t[:, 3]):  # each block's first row
+        i = np.where(t[:, 3] == b)[0]
+        first[i[np.argmin(start[i])]] = True
+    last_end = {s: end[sm == s].max() for s in np.unique(sm)}
+    first_start = {s: start[sm == s].min() for s in np.unique(sm)}
+    tail = [(t1 - e) / 1e3 for e in last_end.values()]
+    head = [(s - t0) / 1e3 for s in first_start.values()]
+    print(f"{op} N={n} rows={rows} cluster={cluster}: {us:.1f} us a call, {span:.1f} us from the first row's "
+          f"start to the last's end; {len(t)} block-rows on {len(last_end)} SMs")
+    later = dur[~first] if (~first).any() else dur  # blocks of one row each: all of them
+    print(f"  a block's row: first rows median {statistics.median(dur[first]):.2f} us, the others "
+          f"{statistics.median(later):.2f} (p10 {np.percentile(later, 10):.2f}, p90 {np.percentile(later, 90):.2f})")
+    print(f"  SMs' first start after the first: median {statistics.median(head):.2f} us, max {max(head):.2f}; "
+          f"SMs idle before the end: median {statistics.median(tail):.2f} us, max {max(tail):.2f}, "
+          f"mean {statistics.mean(tail):.2f}")
+    bins = np.arange(0, span + 1, 1.0)
+    busy = [int(((start - t0) / 1e3 <= b) .sum() - ((end - t0) / 1e3 <= b).sum()) for b in bins]
+    print("  rows in flight at each us:", " ".join(map(str, busy[:24])), "...", " ".join(map(str, busy[-24:])))
+
+
+if __name__ == "__main__":
+    op, n = sys.argv[1], int(sys.argv[2])
+    rows = int(sys.argv[3]) if len(sys.argv) > 3 else (1 << 27) // n
+    report(op, n, rows)
