@@ -38,10 +38,12 @@ def main(fp32=False):
                      "rmsnorm": lambda: rmsnorm(x)}
             if n <= 65536:
                 calls.update({"layernorm+int8 g b": lambda: layernorm(x, g, b, quant="int8"),
-                              "layernorm+int8": lambda: layernorm(x, None, quant="int8")})
+                              "layernorm+int8": lambda: layernorm(x, None, quant="int8"),
+                              "rmsnorm+fp8 g": lambda: rmsnorm(x, g, quant="fp8_e4m3"),
+                              "rmsnorm+fp8": lambda: rmsnorm(x, quant="fp8_e4m3")})
         for name, fn in calls.items():
             ms = bench.time_events(fn)
-            moved = m * n * (2 + (1 if "int8" in name else 2))
+            moved = m * n * (2 + (1 if "+" in name else 2))  # a quant's output: one byte
             print(f"N={n:6d} {name:23s} {ms * 1e3:7.1f} us {moved / ms / 1e6 / copy:5.3f}", flush=True)
 
 

@@ -603,6 +603,19 @@ CANDIDATES = {  # name: (bench op, dtype, N, candidates)
                         for n in (32768, 65536, 131072, 262144, 524288)]
        + [(op, DType.BF16, n) for op in ("add+layernorm", "add+rmsnorm", "rmsnorm+fp8")
           for n in (32768, 65536, 131072, 262144)]},
+    # RMSNorm without its per-element weight_offset add (nooff: 2 of the ~23 instructions an
+    # element of RMSNorm + fp8 65536's whole-row kernel), the committed kernel first, the two
+    # alternating. H100, sixteenth session (copy 2985 GB/s), committed / nooff twice: RMSNorm
+    # + fp8 65536 0.895 / 0.894, 0.891 / 0.891; 16384 0.927 / 0.929, 0.917 / 0.921; RMSNorm
+    # bf16 65536 0.928 / 0.930, 0.929 / 0.932; fp16 0.927 / 0.933, 0.930 / 0.933; 131072
+    # 0.911 / 0.918, 0.913 / 0.910; 262144 0.906 / 0.914, 0.912 / 0.913; 524288 0.849 /
+    # 0.846, 0.852 / 0.844; add + RMSNorm 65536 0.949 / 0.949 twice. Within the spread: these
+    # rows are not bound by their arithmetic, and the add stays.
+    **{f"off{op}{x.value}{n}": (op, x, n, [committed(op, x, n), committed(op, x, n, "nooff")] * 2)
+       for op, x, n in [("rmsnorm+fp8", DType.BF16, 65536), ("rmsnorm+fp8", DType.BF16, 16384),
+                        ("rmsnorm", DType.BF16, 65536), ("rmsnorm", DType.FP16, 65536),
+                        ("rmsnorm", DType.BF16, 131072), ("rmsnorm", DType.BF16, 262144),
+                        ("rmsnorm", DType.BF16, 524288), ("add+rmsnorm", DType.BF16, 65536)]},
     # 16-bit rows of 65536 over clusters of four 256-thread blocks (32 KB staged each; quack's
     # shape at 64K), as 131072's committed tile (eight of 256) holds its rows, against the
     # committed cluster of two 512-thread blocks (first and last). H100, sixteenth session
@@ -780,6 +793,9 @@ PATCHES = {  # name: [(old, new), ...]
     "nopf": [("constexpr bool kPrefetchRow = !K::kLean &&", "constexpr bool kPrefetchRow = false &&")],
     # per-column vectors loaded per row, not held in registers
     "nohold": [("constexpr bool kHold = !K::kLean &&", "constexpr bool kHold = false &&")],
+    # timing only (wrong for a weight_offset other than 0): RMSNorm's gamma taken as is,
+    # without adding weight_offset to every element
+    "nooff": [("out[j] = d[j] * st.rstd * (g + p.weight_offset);", "out[j] = d[j] * st.rstd * g;")],
     # staged rows' timeline (scripts/trace_rows.py): each block's thread 0 records the global
     # timer at the start and end of every row it takes, and its SM, in normgen_trace
     "trace": [("template <class K, bool kFull>\n__device__ __forceinline__ void one_pass_staged(",
