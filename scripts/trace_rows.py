@@ -1,8 +1,9 @@
 """A staged one-pass kernel's timeline, row by row (GPU machine): `python
 scripts/trace_rows.py OP N [ROWS]` (bench op, bf16, M x N = 2^27 unless ROWS). Each block's
 thread 0 records the global timer as it starts and ends each row it takes, and its SM
-(tune_tiles' "trace" patch). Prints where a launch's time beyond its steady state goes: rows
-started together at the head, SMs idle at the tail while the last rows finish."""
+(tune_tiles' "trace" patch; the first 32768 block-rows). Prints where a launch's time
+beyond its steady state goes: rows started together at the head, SMs idle at the tail
+while the last rows finish."""
 import statistics
 import sys
 import tempfile
@@ -65,7 +66,7 @@ def report(op, n, rows):
           f"SMs idle before the end: median {statistics.median(tail):.2f} us, max {max(tail):.2f}, "
           f"mean {statistics.mean(tail):.2f}")
     bins = np.arange(0, span + 1, 1.0)
-    busy = [int(((start - t0) / 1e3 <= b) .sum() - ((end - t0) / 1e3 <= b).sum()) for b in bins]
+    busy = [int(((start - t0) / 1e3 <= b).sum() - ((end - t0) / 1e3 <= b).sum()) for b in bins]
     print("  rows in flight at each us:", " ".join(map(str, busy[:24])), "...", " ".join(map(str, busy[-24:])))
 
 
