@@ -115,7 +115,7 @@ class KernelSpec:
         maximum for the stores, in registers or shared memory, where the tile has room (see
         tiles). RMSNorm's maximum comes with its statistics (merged_max in the template):
         nothing to keep."""
-        return self._dynamic_layernorm and self.pipeline == Pipeline.ONE_PASS and tiles.keeps_outputs(self.tile)
+        return self.op.quant_ln and self.pipeline == Pipeline.ONE_PASS and tiles.keeps_outputs(self.tile)
 
     @property
     def row_cache(self) -> Cache:
@@ -143,8 +143,8 @@ class KernelSpec:
             return Cache.NORMAL
         if not self.tile.stage_bytes:
             return Cache.KEEP_L2 if self.quant == Quant.NONE else Cache.NORMAL
-        dynamic_ln = self._dynamic_layernorm and self.w.itemsize == self.x.itemsize
-        plain_ln = self._plain_layernorm and self.x.itemsize == 2 and self.tile.cluster >= 8
+        dynamic_ln = self.op.quant_ln and self.w.itemsize == self.x.itemsize
+        plain_ln = self.op.plain_ln and self.x.itemsize == 2 and self.tile.cluster >= 8
         return Cache.PAST_L1 if dynamic_ln or plain_ln else Cache.NORMAL
 
     @property
@@ -156,14 +156,6 @@ class KernelSpec:
     def fused(self) -> bool:
         """A fused prologue or epilogue: residual add, x-bias or quant."""
         return self.op.fused
-
-    @property
-    def _dynamic_layernorm(self) -> bool:
-        return self.op.quant_ln
-
-    @property
-    def _plain_layernorm(self) -> bool:
-        return self.op.plain_ln
 
     @property
     def min_blocks_per_sm(self) -> int:

@@ -137,8 +137,9 @@ SINGLE_INPUT_TILES: dict[int, dict[int, tuple]] = {4: {32768: (1024, 1, 1, True)
 # RMSNorm rows over clusters of eight or more (131072 up) launch one wave of exactly the
 # clusters the device holds at once (Tile.resident; runtime.resident_clusters: 92 / 45 / 21
 # at 131072 / 262144 / 524288 on an H100), each striding over the rows, instead of 4 waves
-# of clusters launched as others finish. A fixed cost of ~10 us a launch at 262144 (rows
-# probe, fifteenth session) sits in the first waves. Measured on an H100 (tune_tiles.py
+# of clusters launched as others finish: a launch's cost beyond its steady state (~10 us at
+# 262144, rows_probe.py) is its slower first rows and the SMs idle while its last rows end
+# (trace_rows.py, sixteenth session). Measured on an H100 (tune_tiles.py
 # "res" groups, fifteenth session, the two grids alternating): RMSNorm bf16 262144
 # 0.893-0.899 -> 0.908-0.920, fp16 0.896-0.898 -> 0.912-0.917, bf16 524288 0.841-0.844 ->
 # 0.868-0.869, 131072 0.916-0.917 -> 0.919-0.921 (fp16 0.888-0.908 -> 0.914-0.917), RMSNorm +

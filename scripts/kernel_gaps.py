@@ -4,11 +4,15 @@ scripts/kernel_gaps.py [OP N ...]` (bench ops, bf16, M x N = 2^27; torch's copy 
 bytes for comparison). A call's time in the benchmark is the kernel's plus the gap."""
 import statistics
 import sys
+from pathlib import Path
 
 import torch
 from torch.profiler import ProfilerActivity, profile
 
-from normgen import bench
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import tune_tiles  # noqa: E402
+from normgen import bench  # noqa: E402
+from normgen.types import DType  # noqa: E402
 
 
 def gaps(fn, calls=20):
@@ -29,8 +33,7 @@ def gaps(fn, calls=20):
 def main(pairs):
     for op, n in pairs:
         m = (1 << 27) // n
-        ins = [torch.randn(m, n, device="cuda", dtype=torch.bfloat16) for _ in range(2)]
-        ins += [torch.randn(n, device="cuda", dtype=torch.bfloat16) for _ in range(2)]
+        ins = tune_tiles.inputs(DType.BF16, n, m)
         fns = bench.OPS[op][2](*ins)
         out = torch.empty_like(ins[0])
         for name, fn in (("normgen", fns["normgen"]), ("copy", lambda: out.copy_(ins[0]))):

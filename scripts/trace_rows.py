@@ -6,7 +6,6 @@ beyond its steady state goes: rows started together at the head, SMs idle at the
 while the last rows finish."""
 import statistics
 import sys
-import tempfile
 from pathlib import Path
 
 import cupy
@@ -15,19 +14,14 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import tune_tiles  # noqa: E402
-from normgen import bench, codegen, dispatch, runtime  # noqa: E402
+from normgen import bench, runtime  # noqa: E402
 from normgen.types import DType  # noqa: E402
 
 
 def timeline(op, n, rows):
     x = DType.BF16
-    ins = [torch.randn(rows, n, device="cuda", dtype=torch.bfloat16) for _ in range(2)]
-    ins += [torch.randn(n, device="cuda", dtype=torch.bfloat16) for _ in range(2)]
-    with tune_tiles.candidate(op, x, n, tune_tiles.committed(op, x, n, "trace")) as (spec, files):
-        folder = Path(tempfile.mkdtemp())
-        codegen.write(folder, files)
-        dispatch.use_generated(folder, registry={spec.key: spec.name})
-        fn = bench.OPS[op][2](*ins)["normgen"]
+    with tune_tiles.dispatched(op, x, n, tune_tiles.committed(op, x, n, "trace")) as spec:
+        fn = bench.OPS[op][2](*tune_tiles.inputs(x, n, rows))["normgen"]
         ms = bench.time_events(fn)
         (kernel,) = runtime._loaded.values()
         trace = kernel.module.get_global("normgen_trace")
@@ -37,8 +31,6 @@ def timeline(op, n, rows):
             fn()
         torch.cuda.synchronize()
         t = buf.get().reshape(-1, 4)
-        runtime._loaded.clear()
-        runtime._module.cache_clear()
     t = t[t[:, 1] > 0].astype(np.int64)
     return ms * 1e3, spec.tile.cluster, t
 

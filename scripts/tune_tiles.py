@@ -894,19 +894,36 @@ def ptxas_candidate(op, x, n, cand):
               f"regs={res['registers']:3d} spills={res['spill_stores']}/{res['spill_loads']}", flush=True)
 
 
-def time_candidate(op, x, n, cand, ins, ceiling):
+@contextlib.contextmanager
+def dispatched(op, x, n, cand):
+    """A candidate's spec, rendered into a scratch folder that dispatch calls it from until
+    exit (its kernel then unloaded)."""
     with candidate(op, x, n, cand) as (spec, files):
         folder = Path(tempfile.mkdtemp())
         codegen.write(folder, files)
         dispatch.use_generated(folder, registry={spec.key: spec.name})
         try:
-            time_dispatched(op, x, n, cand, ins, ceiling, spec, folder)
+            yield spec
         finally:
             runtime._loaded.clear()
             runtime._module.cache_clear()
 
 
-def time_dispatched(op, x, n, cand, ins, ceiling, spec, folder):
+def inputs(x, n, rows):
+    """A bench op's arguments (x, residual, gamma, beta), random, on the GPU."""
+    import torch
+
+    dtype = {DType.BF16: torch.bfloat16, DType.FP16: torch.float16, DType.FP32: torch.float32}[x]
+    return ([torch.randn(rows, n, device="cuda", dtype=dtype) for _ in range(2)]
+            + [torch.randn(n, device="cuda", dtype=dtype) for _ in range(2)])
+
+
+def time_candidate(op, x, n, cand, ins, ceiling):
+    with dispatched(op, x, n, cand) as spec:
+        time_dispatched(op, x, n, cand, ins, ceiling, spec)
+
+
+def time_dispatched(op, x, n, cand, ins, ceiling, spec):
     import torch
     threads, rows, cluster, staged, grid, *patch = cand
     fn = bench.OPS[op][2](*ins)["normgen"]
@@ -951,16 +968,12 @@ def main(names, rows_times=1, ptxas=False):
             for cand in cands:
                 ptxas_candidate(op, x, n, cand)
         return
-    import torch
-
-    dtypes = {DType.BF16: torch.bfloat16, DType.FP16: torch.float16, DType.FP32: torch.float32}
     ceiling = bench.copy_gbps()
     print(f"copy {ceiling:.0f} GB/s")
     for name in names or CANDIDATES:
         op, x, n, cands = CANDIDATES[name]
         m = (1 << 27) // n * rows_times
-        ins = [torch.randn(m, n, device="cuda", dtype=dtypes[x]) for _ in range(2)]
-        ins += [torch.randn(n, device="cuda", dtype=dtypes[x]) for _ in range(2)]
+        ins = inputs(x, n, m)
         for cand in cands:
             time_candidate(op, x, n, cand, ins, ceiling)
 
