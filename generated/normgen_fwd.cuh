@@ -1268,11 +1268,7 @@ __device__ __forceinline__ void one_pass_staged(const Params& p) {
     };
     // Narrow vectors (more than 8 a thread): the passes below unrolled over all of them spilled.
     constexpr bool kNarrow = P > 8;
-    // The output passes run U vectors at a time: two for kept outputs (ptxas issued every
-    // vector's loads of the per-column vectors and of shared memory first, and spilled),
-    // four over narrow vectors (fp32 RMSNorm with an add and a dynamic quant spilled 8 bytes
-    // unrolled), else all of them.
-    constexpr int U = kKeep && P % 2 == 0 ? 2 : kNarrow ? 4 : P;
+    constexpr int U = K::kOutputStep;  // the output passes' vectors at a time (spec.output_step)
     const float m = unscaled_absmax<K, P, V, false, U>(p, load, cols, Columns<K, 1, V>{});
     // rolled over narrow vectors: unrolled, RMSNorm with a fused add spilled 4-68 bytes there
     // (ptxas; fp32 and 16-bit, 32768-262144)
@@ -1397,6 +1393,7 @@ __device__ __forceinline__ void norm_fwd(const Params& p) {
                                      !merged_max<K>()),
                 "outputs are kept only by one-pass rows, between a dynamic quant's maximum and the stores");
   static_assert(!kFull || (K::kPipeline == Pipeline::ONE_PASS && K::kStaged), "only staged rows have whole-row kernels");
+  static_assert(K::kRepeat % K::kOutputStep == 0, "output passes take a thread's vectors in whole steps");
   static_assert(!K::kLean || (K::kPipeline == Pipeline::ONE_PASS && !K::kStaged),
                 "only register-held one-pass rows are built lean");
   static_assert(K::kRowCache == Cache::NORMAL || K::kPipeline == Pipeline::ONE_PASS,

@@ -26,6 +26,7 @@ struct Traits {
   static constexpr bool kPackColumns = false;
   static constexpr bool kKeepOutputs = false;
   static constexpr normgen::Cache kRowCache = normgen::Cache::NORMAL;
+  static constexpr int kOutputStep = 4;
 };
 }  // namespace
 

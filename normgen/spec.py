@@ -118,6 +118,21 @@ class KernelSpec:
         return self.op.quant_ln and self.pipeline == Pipeline.ONE_PASS and tiles.keeps_outputs(self.tile)
 
     @property
+    def output_step(self) -> int:
+        """How many of a thread's vectors a row's output passes (its absolute maximum, its
+        stores) take at a time: the loads of a step (the staged row, the per-column vectors)
+        are issued together, ahead of its arithmetic. All of them, but in staged rows four
+        over narrow vectors (more than 8 a thread: fp32 RMSNorm with an add and a dynamic
+        quant spilled 8 bytes unrolled) and where outputs are kept (tiles.kept_output_step)."""
+        p = self.tile.repeat
+        if self.pipeline != Pipeline.ONE_PASS or not self.tile.stage_bytes:
+            return p
+        if self.keep_outputs:
+            light = self.op == tiles.Op(quant=self.quant) and self.smooth is None and self.w == self.x
+            return tiles.kept_output_step(self.tile, light)
+        return 4 if p > 8 else p
+
+    @property
     def row_cache(self) -> Cache:
         """Where the row's loads leave their lines (types.Cache). Register-held rows load x
         with L2's evict_last policy (KEEP_L2), as torch.compile's kernels load theirs, except

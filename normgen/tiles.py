@@ -251,6 +251,24 @@ def keeps_outputs(tile: Tile) -> bool:
     return tile.repeat * tile.vec <= 32 and tile.block_threads <= 512
 
 
+def kept_output_step(tile: Tile, light: bool) -> int:
+    """The vectors at a time of a staged row's output passes where it keeps its outputs
+    (spec.output_step). Rows of one block built for 64 registers or more whose only
+    per-column vectors are gamma and beta of x's precision (`light`) take all of them at
+    once: each step waits for its gamma and beta from L2, and fewer steps a row mean fewer
+    such waits. Measured on an H100 (tune_tiles.py "keepu" groups, seventeenth session), two
+    at a time / four / all eight: LayerNorm + int8 bf16 16384 0.865-0.872 / 0.887-0.893 /
+    0.889-0.896, + fp8 0.864-0.869 / 0.894 / 0.890, + int8 fp16 0.851 / 0.904 / 0.912 (one at
+    a time: 0.849-0.853). Elsewhere two: at 8192's 48 registers more spilled (ptxas, NVRTC
+    13.5), so did 16384 with fp32 columns (NVRTC 13.0 and 13.5) and fp16 with a fused add
+    not stored (13.0); with a smooth scale no faster (0.657-0.663 / 0.647 / 0.657); and
+    rows over clusters ran slower so (bf16 131072 0.620-0.627 / 0.626 / 0.598, fp32 131072
+    0.634-0.635 / 0.621 / 0.603, fp32 32768 0.803-0.811 / 0.816 / 0.805)."""
+    if light and tile.cluster == 1 and tile.registers >= 64:
+        return tile.repeat
+    return 2 if tile.repeat % 2 == 0 else tile.repeat
+
+
 def float_stage_bytes(tile: Tile) -> int:
     """Shared memory of a staged block's share of the row as floats."""
     return tile.threads_per_row * tile.repeat * tile.vec * 4

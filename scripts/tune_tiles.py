@@ -2,7 +2,8 @@
 op, dtype, N) on the GPU, without touching the committed table or template: each candidate
 is rendered into a scratch folder and dispatched from there. Usage (GPU machine):
 python scripts/tune_tiles.py [--rows K] [NAME ...] (names of CANDIDATES' groups; all by
-default), over M x N = 2^27 elements as the benchmark, or K times as many rows. With
+default), over M x N = 2^27 elements as the benchmark, or K times as many rows (--check:
+each candidate's outputs compared bit for bit with its group's first candidate's). With
 --ptxas (no GPU needed) each candidate is compiled instead, and its registers and spills
 printed.
 
@@ -20,7 +21,8 @@ for fewer than 128 is lean: tiles.Tile.lean), "keepK": LayerNorm + quant's stage
 as floats where they take at most K KB a block, "sK": launched with K KB of shared memory
 per block (fewer blocks per SM), "cK": launched preferring K% of L1 + shared memory as
 shared memory (fewer blocks per SM, the same L1 per block), or "nokeep": LayerNorm + quant's
-staged rows not kept as floats. Without a bK patch a candidate's tile gets Tile.registers'
+staged rows not kept as floats, "keepuK": LayerNorm + quant's kept rows' output passes K
+vectors at a time (tiles.kept_output_step). Without a bK patch a candidate's tile gets Tile.registers'
 default budget (64 registers staged, 128 in registers). Clusters of more than 8 blocks (16:
 non-portable) are allowed at load (runtime._load).
 CANDIDATES holds the last experiment run."""
@@ -34,10 +36,32 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from normgen import bench, codegen, compile, dispatch, runtime, tiles  # noqa: E402
-from normgen.types import DType, Pipeline, Quant  # noqa: E402
+from normgen.types import DType, FusedAdd, Norm, Pipeline, Quant  # noqa: E402
+
+
+def _fused_quant(x, r, g, b, **kw):
+    import normgen
+    return {"normgen": lambda: normgen.layernorm(x, g, b, quant="int8", **kw)}
+
+
+# LayerNorm + int8 with a fused add or a smooth scale: calls the benchmark does not time,
+# timed here as its ops are (bench.OPS, bench.CALLS: bytes x (and the residual) in, the sum,
+# codes and scales out)
+bench.OPS.update({
+    "add+layernorm+int8": (("bfloat16",), (), lambda x, r, g, b: _fused_quant(x, r, g, b, residual=r),
+                           lambda m, n, isz: m * n * (3 * isz + 1) + 4 * m + 2 * n * isz),
+    "smooth+layernorm+int8": (("bfloat16",), (), lambda x, r, g, b: _fused_quant(
+        x, r, g, b, smooth_scale=__import__("torch").linspace(0.5, 1.5, x.shape[-1], device="cuda")),
+        lambda m, n, isz: m * n * (isz + 1) + 4 * m + 2 * n * isz + 4 * n)})
+bench.CALLS.update({
+    "add+layernorm+int8": (Norm.LAYERNORM, dict(fused_add=FusedAdd.STORE, out=DType.INT8,
+                                                      quant=Quant.DYNAMIC, scale=DType.FP32)),
+    "smooth+layernorm+int8": (Norm.LAYERNORM, dict(smooth=DType.FP32, out=DType.INT8,
+                                                         quant=Quant.DYNAMIC, scale=DType.FP32))})
 
 F = "full"
 KEEP_STAGE_BYTES = tiles.KEEP_STAGE_BYTES
+KEPT_OUTPUT_STEP = tiles.kept_output_step
 _PREFERRED_SHARED_MEMORY_CARVEOUT = 9  # CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT (percent)
 
 
@@ -75,6 +99,7 @@ CARVEOUT = re.compile(r"c(\d+)$")  # launched preferring this percentage of L1 +
 NOKEEP = "nokeep"  # LayerNorm + quant's staged rows not kept as floats (tiles.KEEP_STAGE_BYTES 0)
 TWO_PASS = "2p"  # in a candidate's `staged` place: the two-pass pipeline, `threads` a block
 KEEP = re.compile(r"keep(\d+)$")  # ... kept as floats up to this many KB a block (tiles.KEEP_STAGE_BYTES)
+KEPT_STEP = re.compile(r"keepu(\d+)$")  # ... whose output passes take this many vectors at a time (tiles.kept_output_step)
 
 
 def committed(op, x, n, *patches, grid=None):
@@ -636,6 +661,52 @@ CANDIDATES = {  # name: (bench op, dtype, N, candidates)
            ("add+layernorm", DType.BF16, 65536, [(256, 1, 4, True, 4, "b4")]),
            ("layernorm+int8", DType.BF16, 65536, [(256, 1, 4, True, 4, "b4"), (256, 1, 4, True, 4, "b4", "nokeep"),
                                                   (512, 1, 2, True, 4, "b2")])]},
+    # LayerNorm + quant's kept outputs over more vectors at a time (keepuK; the committed
+    # choice, tiles.kept_output_step, was two before the seventeenth session). H100, copy
+    # 2968-2980 GB/s, committed (since: all eight) / keepu2 / keepu4 / keepu8 / committed:
+    # LayerNorm + int8 bf16 16384 0.882 / 0.871 / 0.887 / 0.886 / 0.887, + fp8 0.888 / 0.873
+    # / 0.889 / 0.888 / 0.888, + int8 fp16 0.906 / 0.858 / 0.896 / 0.902 / 0.903 (earlier
+    # calls at two: 0.865-0.872, 0.864-0.869, 0.851; one at a time 0.849-0.853; b2, two
+    # blocks an SM, 0.814-0.823); add + LayerNorm + int8 0.779-0.781 / 0.761 / 0.768 / 0.780
+    # and smooth 0.656-0.657 / 0.663 / 0.647 / 0.657 (in a call beside a compile job; a
+    # fused add stays at two: at eight its fp16 instances without the store spilled under
+    # NVRTC 13.0);
+    # bf16 131072 0.620-0.627 / 0.626 / 0.598, fp32 131072 0.634-0.635 / 0.621 / 0.603, fp32
+    # 32768 0.803-0.811 / 0.816 / 0.805 (these at two then).
+    **{f"keepu{op}{x.value}{n}": (op, x, n, [committed(op, x, n, *p) for p in ((), ("keepu2",), ("keepu4",), ("keepu8",), ())])
+       for op, x, n in [("layernorm+int8", DType.BF16, 16384), ("layernorm+fp8", DType.BF16, 16384),
+                        ("layernorm+int8", DType.FP16, 16384), ("add+layernorm+int8", DType.BF16, 16384),
+                        ("smooth+layernorm+int8", DType.BF16, 16384), ("layernorm+int8", DType.BF16, 131072),
+                        ("layernorm+int8", DType.FP32, 32768), ("layernorm+int8", DType.FP32, 131072)]},
+    # Rows in pairs (pairU: patches/one_pass_paired.cuh): each block stages two rows in
+    # 16-bit and loads each vector's gamma and beta once for both, one reduction for both;
+    # the committed tile first and last. Grids: one block (cluster) per pair. H100,
+    # seventeenth session (copy 2975-2984 GB/s; --check: outputs bit-identical to the
+    # committed tile's where the reduction's order is the same, one 256-thread block at
+    # 16384): LayerNorm + int8 16384 0.868-0.875 / pair4 (three blocks an SM) 0.784-0.788 /
+    # b3 pair2 0.776-0.781 / 512 threads 0.799-0.800 / two blocks an SM (c58: L1 124 KB for
+    # the 64 KB of columns) pair4 0.766, pair8 0.791, pair2 0.754; 32768 0.835 / clusters of
+    # two 256-thread blocks 0.699 / of 512 0.657; 65536 0.715 / clusters of four 256 0.658 /
+    # 512 0.612; RMSNorm + fp8 65536 0.895-0.896 / 0.774 / 0.779; RMSNorm 65536 0.944-0.945 /
+    # 0.828; LayerNorm 65536 0.925-0.927 / 0.828. Slower everywhere: a block's two rows load,
+    # reduce and store in step, and the SM loses the phase overlap of two independent
+    # blocks, which the halved column loads do not repay. Rejected.
+    **{f"pair{op}{x.value}{n}": (op, x, n, [committed(op, x, n)] + cs + [committed(op, x, n)])
+       for op, x, n, cs in [
+           ("layernorm+int8", DType.BF16, 16384, [(256, 1, 1, True, "g4096", "nokeep", "s64", "b2", "pair4"),
+                                                  (256, 1, 1, True, "g4096", "nokeep", "s64", "b3", "pair2"),
+                                                  (512, 1, 1, True, "g4096", "nokeep", "s64", "b2", "pair4"),
+                                                  (256, 1, 1, True, "g4096", "nokeep", "s64", "b2", "c58", "pair4"),
+                                                  (256, 1, 1, True, "g4096", "nokeep", "s64", "b2", "c58", "pair8"),
+                                                  (256, 1, 1, True, "g4096", "nokeep", "s64", "b2", "c58", "pair2")]),
+           ("layernorm+int8", DType.BF16, 32768, [(256, 1, 2, True, "g2048", "nokeep", "s64", "b2", "pair4"),
+                                                  (512, 1, 2, True, "g2048", "nokeep", "s64", "b2", "pair2")]),
+           ("layernorm+int8", DType.BF16, 65536, [(256, 1, 4, True, "g1024", "nokeep", "s64", "b2", "pair4"),
+                                                  (512, 1, 4, True, "g1024", "nokeep", "s64", "b2", "pair2")]),
+           ("rmsnorm+fp8", DType.BF16, 65536, [(256, 1, 4, True, "g1024", "s64", "b2", "pair4"),
+                                               (512, 1, 4, True, "g1024", "s64", "b2", "pair1")]),
+           ("rmsnorm", DType.BF16, 65536, [(256, 1, 4, True, "g1024", "s64", "b2", "pair4")]),
+           ("layernorm", DType.BF16, 65536, [(256, 1, 4, True, "g1024", "s64", "b2", "pair4")])]},
 }
 
 
@@ -669,6 +740,14 @@ def streamed(pieces: int) -> list:
     section = "// ---- two-pass: statistics over the streamed row"
     text = (Path(__file__).parent / "patches" / "one_pass_streamed.cuh").read_text().replace("PIECES", str(pieces))
     return [(section, text + section), ("one_pass_staged<K, kFull>(q);", "one_pass_streamed<K, kFull>(q);")]
+
+
+def paired(u: int) -> list:
+    """Patches by which staged rows run one_pass_paired (an experiment kept outside the
+    template, in patches/): two rows a block, `u` vectors at a time in the output passes."""
+    section = "// ---- two-pass: statistics over the streamed row"
+    text = (Path(__file__).parent / "patches" / "one_pass_paired.cuh").read_text().replace("PAIRU", str(u))
+    return [(section, text + section), ("one_pass_staged<K, kFull>(q);", "one_pass_paired<K, kFull>(q);")]
 
 
 def cluster_push(variant: str) -> list:
@@ -764,6 +843,9 @@ PATCHES = {  # name: [(old, new), ...]
     # staged rows streamed by persistent blocks through a ring of bulk copies, a block's share
     # of a row in 2, 4 or 8 pieces (patches/one_pass_streamed.cuh; launch with grid 1 and "sK")
     **{f"stream{k}": streamed(k) for k in (2, 4, 8)},
+    # staged rows two a block, sharing each vector's per-column loads and each reduction
+    # (patches/one_pass_paired.cuh; launch with twice the stage ("sK") and a grid of pairs)
+    **{f"pair{u}": paired(u) for u in (1, 2, 4, 8)},
     # loads with an L2 eviction policy, as Triton's (evict_last), or the opposite; or not kept in L1
     "ldlast": load_hint("evict_last"),
     "ldfirst": load_hint("evict_first"),
@@ -824,7 +906,7 @@ def patched(files: dict, names) -> dict:
     files = dict(files)
     header = files[codegen.HEADER]
     for name in names:
-        if SHARED.match(name) or CARVEOUT.match(name) or name == NOKEEP or KEEP.match(name):
+        if SHARED.match(name) or CARVEOUT.match(name) or name == NOKEEP or KEEP.match(name) or KEPT_STEP.match(name):
             continue  # applied at launch, or to the tile (time_candidate)
         if m := BLOCKS.match(name):
             for f in files:
@@ -864,6 +946,8 @@ def candidate(op, x, n, cand):
         tiles.KEEP_STAGE_BYTES = 0
     for m in filter(None, map(KEEP.match, patch)):
         tiles.KEEP_STAGE_BYTES = int(m[1]) * 1024
+    for m in filter(None, map(KEPT_STEP.match, patch)):
+        tiles.kept_output_step = lambda tile, light, k=int(m[1]): k
     try:
         spec = replace(bench.call_spec(op, x), pipeline=Pipeline.ONE_PASS, bucket=n, vec=x.vmax)
         yield spec, patched(codegen.outputs([spec]), patch)
@@ -876,6 +960,7 @@ def candidate(op, x, n, cand):
             t.get(x.itemsize, {}).update(entries)
         tiles.ONE_PASS_MAX_N[x], tiles.BUCKETS = saved[2], saved[3]
         tiles.KEEP_STAGE_BYTES = KEEP_STAGE_BYTES
+        tiles.kept_output_step = KEPT_OUTPUT_STEP
 
 
 def describe(op, x, n, cand, spec) -> str:
@@ -918,25 +1003,50 @@ def inputs(x, n, rows):
             + [torch.randn(n, device="cuda", dtype=dtype) for _ in range(2)])
 
 
-def time_candidate(op, x, n, cand, ins, ceiling):
+def time_candidate(op, x, n, cand, ins, ceiling, check=None):
+    """Times a candidate; with `check` (a list), also compares its outputs with check[0]'s
+    (the first candidate's, which it records), bit for bit."""
     with dispatched(op, x, n, cand) as spec:
         time_dispatched(op, x, n, cand, ins, ceiling, spec)
+        if check is not None:
+            import torch
+            got = [t for t in _as_tuple(bench.OPS[op][2](*ins)["normgen"]()) if t is not None]
+            if not check:
+                check.append(got)
+            else:
+                same = all(a.shape == b.shape and torch.equal(a.view(torch.uint8), b.view(torch.uint8))
+                           for a, b in zip(got, check[0]))
+                print(f"  outputs {'identical to' if same else 'DIFFER from'} the first candidate's", flush=True)
+
+
+def _as_tuple(out):
+    return tuple(out) if isinstance(out, tuple) else (out,)
 
 
 def time_dispatched(op, x, n, cand, ins, ceiling, spec):
     import torch
     threads, rows, cluster, staged, grid, *patch = cand
     fn = bench.OPS[op][2](*ins)["normgen"]
-    fn()
-    (kernel,) = runtime._loaded.values()
     sms = torch.cuda.get_device_properties(0).multi_processor_count
+    load = runtime._load
+
+    def load_with_shared(*args):  # "sK" applies from the first launch (a kernel may need it)
+        kernel = load(*args)
+        for m in filter(None, map(SHARED.match, patch)):
+            kernel.smem = int(m[1]) * 1024
+            runtime.driver.funcSetAttribute(kernel.func, runtime._MAX_DYNAMIC_SHARED_SIZE_BYTES, kernel.smem)
+            blocks = runtime.driver.occupancyMaxActiveBlocksPerMultiprocessor(kernel.func, kernel.block, kernel.smem)
+            kernel.max_groups = max(blocks * sms // kernel.cluster, 1) * spec.tile.waves
+        return kernel
+
+    runtime._load = load_with_shared
+    try:
+        fn()
+    finally:
+        runtime._load = load
+    (kernel,) = runtime._loaded.values()
     for m in filter(None, map(CARVEOUT.match, patch)):  # undone below: CuPy reuses the module
         runtime.driver.funcSetAttribute(kernel.func, _PREFERRED_SHARED_MEMORY_CARVEOUT, int(m[1]))
-    for m in filter(None, map(SHARED.match, patch)):
-        kernel.smem = int(m[1]) * 1024
-        runtime.driver.funcSetAttribute(kernel.func, runtime._MAX_DYNAMIC_SHARED_SIZE_BYTES, kernel.smem)
-        blocks = runtime.driver.occupancyMaxActiveBlocksPerMultiprocessor(kernel.func, kernel.block, kernel.smem)
-        kernel.max_groups = max(blocks * sms // kernel.cluster, 1) * spec.tile.waves
     m = ins[0].shape[0]
     # (not from max_groups: clusters round it down, and the eighth session's runs printed 2
     # for 262144's three blocks per SM)
@@ -961,7 +1071,7 @@ def time_dispatched(op, x, n, cand, ins, ceiling, spec):
           f"{ms * 1e3:7.1f} us {bench.OPS[op][3](m, n, x.itemsize) / ms / 1e6 / ceiling:5.3f}", flush=True)
 
 
-def main(names, rows_times=1, ptxas=False):
+def main(names, rows_times=1, ptxas=False, check=False):
     if ptxas:
         for name in names or CANDIDATES:
             op, x, n, cands = CANDIDATES[name]
@@ -974,11 +1084,13 @@ def main(names, rows_times=1, ptxas=False):
         op, x, n, cands = CANDIDATES[name]
         m = (1 << 27) // n * rows_times
         ins = inputs(x, n, m)
+        first = [] if check else None
         for cand in cands:
-            time_candidate(op, x, n, cand, ins, ceiling)
+            time_candidate(op, x, n, cand, ins, ceiling, first)
 
 
 if __name__ == "__main__":
     args = sys.argv[1:]
     times = int(args.pop(args.index("--rows") + 1)) if "--rows" in args else 1
-    main([a for a in args if a not in ("--rows", "--ptxas")], times, "--ptxas" in args)
+    flags = ("--rows", "--ptxas", "--check")
+    main([a for a in args if a not in flags], times, "--ptxas" in args, "--check" in args)

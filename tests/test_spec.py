@@ -142,6 +142,21 @@ def test_which_instances_keep_their_outputs(name, keeps):
     assert parse_name(name).keep_outputs is keeps
 
 
+@pytest.mark.parametrize("name, step", [
+    ("layernorm_fwd_bf16_dqint8_syfp32_nb16384_1p_v8", 8),  # one block, gamma and beta alone: all at once
+    ("layernorm_fwd_fp16_dqfp8_syfp32_nb16384_1p_v8_mv", 8),
+    ("layernorm_fwd_bf16_add1_dqint8_syfp32_nb16384_1p_v8", 2),  # kept, with a fused add
+    ("layernorm_fwd_bf16_smfp32_dqint8_syfp32_nb16384_1p_v8", 2),  # ... a smooth scale
+    ("layernorm_fwd_bf16_wfp32_dqint8_syfp32_nb16384_1p_v8", 2),  # ... fp32 columns: spilled
+    ("layernorm_fwd_bf16_dqint8_syfp32_nb8192_1p_v8", 2),  # 48 registers: spilled
+    ("layernorm_fwd_bf16_dqint8_syfp32_nb131072_1p_v8", 2),  # over a cluster: slower
+    ("layernorm_fwd_bf16_dqint8_syfp32_nb32768_1p_v8", 8),  # not kept: all at once
+    ("rmsnorm_fwd_fp32_add1_dqfp8_syfp32_nb131072_1p_v1", 4),  # narrow vectors (32 a thread)
+])
+def test_how_many_vectors_output_passes_take_at_a_time(name, step):
+    assert parse_name(name).output_step == step
+
+
 @pytest.mark.parametrize("name, stage_bytes, blocks", [
     ("layernorm_fwd_bf16_dqint8_syfp32_nb8192_1p_v8", 32768, 5),  # floats, one 256-thread block per row, 48 registers
     ("layernorm_fwd_bf16_nb131072_1p_v8", 32768, 6),  # plain, clusters of eight: 40 registers
