@@ -21,7 +21,7 @@ from normgen.types import DType  # noqa: E402
 def timeline(op, n, rows):
     x = DType.BF16
     with tune_tiles.dispatched(op, x, n, tune_tiles.committed(op, x, n, "trace")) as spec:
-        fn = bench.OPS[op][2](*tune_tiles.inputs(x, n, rows))["normgen"]
+        fn = tune_tiles.call(op, tune_tiles.inputs(x, n, rows))
         ms = bench.time_events(fn)
         (kernel,) = runtime._loaded.values()
         trace = kernel.module.get_global("normgen_trace")

@@ -36,28 +36,46 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from normgen import bench, codegen, compile, dispatch, runtime, tiles  # noqa: E402
-from normgen.types import DType, FusedAdd, Norm, Pipeline, Quant  # noqa: E402
+from normgen.types import DType, FusedAdd, Pipeline, Quant  # noqa: E402
 
 
-def _fused_quant(x, r, g, b, **kw):
+def _fused_quant(x, g, b, **kw):
     import normgen
     return {"normgen": lambda: normgen.layernorm(x, g, b, quant="int8", **kw)}
 
 
-# LayerNorm + int8 with a fused add or a smooth scale: calls the benchmark does not time,
-# timed here as its ops are (bench.OPS, bench.CALLS: bytes x (and the residual) in, the sum,
-# codes and scales out)
-bench.OPS.update({
-    "add+layernorm+int8": (("bfloat16",), (), lambda x, r, g, b: _fused_quant(x, r, g, b, residual=r),
+def _smooth(n):
+    import torch
+    return torch.linspace(0.5, 1.5, n, device="cuda")
+
+
+# LayerNorm + int8 with a fused add or a smooth scale: calls the benchmark does not time.
+# op -> (the spec's fields beyond layernorm+int8's, the call as bench.OPS' third entry, the
+# bytes that must move as its fourth: x (and the residual) in, the sum, codes and scales out)
+EXTRA_OPS = {
+    "add+layernorm+int8": (dict(fused_add=FusedAdd.STORE), lambda x, r, g, b: _fused_quant(x, g, b, residual=r),
                            lambda m, n, isz: m * n * (3 * isz + 1) + 4 * m + 2 * n * isz),
-    "smooth+layernorm+int8": (("bfloat16",), (), lambda x, r, g, b: _fused_quant(
-        x, r, g, b, smooth_scale=__import__("torch").linspace(0.5, 1.5, x.shape[-1], device="cuda")),
-        lambda m, n, isz: m * n * (isz + 1) + 4 * m + 2 * n * isz + 4 * n)})
-bench.CALLS.update({
-    "add+layernorm+int8": (Norm.LAYERNORM, dict(fused_add=FusedAdd.STORE, out=DType.INT8,
-                                                      quant=Quant.DYNAMIC, scale=DType.FP32)),
-    "smooth+layernorm+int8": (Norm.LAYERNORM, dict(smooth=DType.FP32, out=DType.INT8,
-                                                         quant=Quant.DYNAMIC, scale=DType.FP32))})
+    "smooth+layernorm+int8": (dict(smooth=DType.FP32),
+                              lambda x, r, g, b: _fused_quant(x, g, b, smooth_scale=_smooth(x.shape[-1])),
+                              lambda m, n, isz: m * n * (isz + 1) + 4 * m + 2 * n * isz + 4 * n),
+}
+
+
+def call_spec(op, x):
+    """bench.call_spec, for EXTRA_OPS too."""
+    if op in EXTRA_OPS:
+        return replace(bench.call_spec("layernorm+int8", x), **EXTRA_OPS[op][0])
+    return bench.call_spec(op, x)
+
+
+def call(op, ins):
+    """op's normgen call on the inputs (tune_tiles.inputs)."""
+    return (EXTRA_OPS[op][1] if op in EXTRA_OPS else bench.OPS[op][2])(*ins)["normgen"]
+
+
+def moved(op, m, n, itemsize):
+    """The bytes op must move over m rows of n elements."""
+    return (EXTRA_OPS[op][2] if op in EXTRA_OPS else bench.OPS[op][3])(m, n, itemsize)
 
 F = "full"
 KEEP_STAGE_BYTES = tiles.KEEP_STAGE_BYTES
@@ -105,7 +123,7 @@ KEPT_STEP = re.compile(r"keepu(\d+)$")  # ... whose output passes take this many
 def committed(op, x, n, *patches, grid=None):
     """The committed tile of op's instance at N as a candidate: its grid (or `grid`), built
     for its residency (a "bK" patch, unless `patches` name one), with `patches` after it."""
-    spec = replace(bench.call_spec(op, x), pipeline=Pipeline.ONE_PASS, bucket=n, vec=x.vmax)
+    spec = replace(call_spec(op, x), pipeline=Pipeline.ONE_PASS, bucket=n, vec=x.vmax)
     t = spec.tile
     budget = () if any(map(BLOCKS.match, patches)) else (f"b{spec.min_blocks_per_sm}",)
     return (t.threads_per_row, t.rows_per_block, t.cluster, bool(t.stage_bytes),
@@ -350,7 +368,7 @@ CANDIDATES = {  # name: (bench op, dtype, N, candidates)
     # evict_last; keepl2q restores it). Committed: KEEP_L2 for register-held rows without a
     # quant (template, one_pass).
     **{f"keepl2{op}{x.value}{n}": (op, x, n, [committed(op, x, n, *p) for p in (
-        (), ("keepl2q" if bench.call_spec(op, x).quant != Quant.NONE else "nokeepl2",), ())])
+        (), ("keepl2q" if call_spec(op, x).quant != Quant.NONE else "nokeepl2",), ())])
        for op, x, n in [(op, x, n) for x in (DType.BF16, DType.FP16, DType.FP32) for op, n in
                         [("layernorm", 1024), ("layernorm", 2048), ("layernorm", 4096), ("layernorm", 8192),
                          ("layernorm", 16384)]] +
@@ -927,7 +945,7 @@ def candidate(op, x, n, cand):
     if staged == TWO_PASS:
         saved, tiles.TWO_PASS_THREADS = tiles.TWO_PASS_THREADS, threads
         try:
-            spec = replace(bench.call_spec(op, x), pipeline=Pipeline.TWO_PASS, bucket=None, vec=x.vmax)
+            spec = replace(call_spec(op, x), pipeline=Pipeline.TWO_PASS, bucket=None, vec=x.vmax)
             yield spec, patched(codegen.outputs([spec]), patch)
         finally:
             tiles.TWO_PASS_THREADS = saved
@@ -949,7 +967,7 @@ def candidate(op, x, n, cand):
     for m in filter(None, map(KEPT_STEP.match, patch)):
         tiles.kept_output_step = lambda tile, light, k=int(m[1]): k
     try:
-        spec = replace(bench.call_spec(op, x), pipeline=Pipeline.ONE_PASS, bucket=n, vec=x.vmax)
+        spec = replace(call_spec(op, x), pipeline=Pipeline.ONE_PASS, bucket=n, vec=x.vmax)
         yield spec, patched(codegen.outputs([spec]), patch)
     finally:
         if saved[0]:
@@ -1010,7 +1028,7 @@ def time_candidate(op, x, n, cand, ins, ceiling, check=None):
         time_dispatched(op, x, n, cand, ins, ceiling, spec)
         if check is not None:
             import torch
-            got = [t for t in _as_tuple(bench.OPS[op][2](*ins)["normgen"]()) if t is not None]
+            got = [t for t in _as_tuple(call(op, ins)()) if t is not None]
             if not check:
                 check.append(got)
             else:
@@ -1026,7 +1044,7 @@ def _as_tuple(out):
 def time_dispatched(op, x, n, cand, ins, ceiling, spec):
     import torch
     threads, rows, cluster, staged, grid, *patch = cand
-    fn = bench.OPS[op][2](*ins)["normgen"]
+    fn = call(op, ins)
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     load = runtime._load
 
@@ -1068,7 +1086,7 @@ def time_dispatched(op, x, n, cand, ins, ceiling, spec):
     if any(map(CARVEOUT.match, patch)):
         runtime.driver.funcSetAttribute(kernel.func, _PREFERRED_SHARED_MEMORY_CARVEOUT, -1)  # the default
     print(f"{describe(op, x, n, cand, spec)} regs={regs:3d} blocks/SM={per_sm:2d} groups={kernel.max_groups}: "
-          f"{ms * 1e3:7.1f} us {bench.OPS[op][3](m, n, x.itemsize) / ms / 1e6 / ceiling:5.3f}", flush=True)
+          f"{ms * 1e3:7.1f} us {moved(op, m, n, x.itemsize) / ms / 1e6 / ceiling:5.3f}", flush=True)
 
 
 def main(names, rows_times=1, ptxas=False, check=False):
