@@ -128,7 +128,7 @@ class KernelSpec:
         if self.pipeline != Pipeline.ONE_PASS or not self.tile.stage_bytes:
             return p
         if self.keep_outputs:
-            light = self.op == tiles.Op(quant=self.quant) and self.smooth is None and self.w == self.x
+            light = not self.op.prologue and self.smooth is None and self.w == self.x  # gamma and beta alone
             return tiles.kept_output_step(self.tile, light)
         return 4 if p > 8 else p
 
