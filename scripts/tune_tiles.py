@@ -22,9 +22,9 @@ as floats where they take at most K KB a block, "sK": launched with K KB of shar
 per block (fewer blocks per SM), "cK": launched preferring K% of L1 + shared memory as
 shared memory (fewer blocks per SM, the same L1 per block), or "nokeep": LayerNorm + quant's
 staged rows not kept as floats, "keepuK": LayerNorm + quant's kept rows' output passes K
-vectors at a time (tiles.kept_output_step). Without a bK patch a candidate's tile gets Tile.registers'
-default budget (64 registers staged, 128 in registers). Clusters of more than 8 blocks (16:
-non-portable) are allowed at load (runtime._load).
+vectors at a time (tiles.kept_output_step). Without a bK patch a candidate's tile gets
+Tile.registers' default budget (64 registers staged, 128 in registers). Clusters of more
+than 8 blocks (16: non-portable) are allowed at load (runtime._load).
 CANDIDATES holds the last experiment run."""
 import contextlib
 import json
