@@ -27,6 +27,7 @@ struct Traits {
   static constexpr bool kKeepOutputs = true;
   static constexpr normgen::Cache kRowCache = normgen::Cache::PAST_L1;
   static constexpr int kOutputStep = 2;
+  static constexpr int kColumnPrefetch = 2;
 };
 }  // namespace
 

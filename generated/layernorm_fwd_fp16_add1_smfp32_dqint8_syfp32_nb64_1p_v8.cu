@@ -27,6 +27,7 @@ struct Traits {
   static constexpr bool kKeepOutputs = true;
   static constexpr normgen::Cache kRowCache = normgen::Cache::NORMAL;
   static constexpr int kOutputStep = 1;
+  static constexpr int kColumnPrefetch = 0;
 };
 }  // namespace
 

@@ -620,6 +620,21 @@ template <class K, int P, int V> struct Columns {
   }
 };
 
+// Gamma and beta of a thread's first N vectors of a row brought into L1 ahead of their use
+// (prefetch.global.L1: no registers held, nothing waited for); `cols` as in RowCols.
+template <class K, int N, class Cols>
+__device__ __forceinline__ void prefetch_columns(const Params& p, const Cols& cols) {
+  using W = typename K::W;
+#pragma unroll
+  for (int i = 0; i < N; ++i) {
+    if (cols.inside(i)) {
+      if (p.gamma != nullptr) asm volatile("prefetch.global.L1 [%0];" ::"l"(static_cast<const W*>(p.gamma) + cols(i)));
+      if (K::kNorm == Norm::LAYERNORM && p.beta != nullptr)
+        asm volatile("prefetch.global.L1 [%0];" ::"l"(static_cast<const W*>(p.beta) + cols(i)));
+    }
+  }
+}
+
 // ---- prologue: the fused residual add and x-bias -----------------------------------------
 // h = x (+ x_bias) (+ residual), summed in float in that order and rounded once to x's
 // precision: the values the unfused sequence would store and normalize. Vector i of x
@@ -1273,6 +1288,8 @@ __device__ __forceinline__ void one_pass_staged(const Params& p) {
     // rolled over narrow vectors: unrolled, RMSNorm with a fused add spilled 4-68 bytes there
     // (ptxas; fp32 and 16-bit, 32768-262144)
     if constexpr (!kSumsWhileStaging) centred_sums<P, V, kNarrow>(0.f, load, cols, s1, s2);
+    // the first output step's columns, fetched while the reduction's barriers wait (spec.column_prefetch)
+    prefetch_columns<K, K::kColumnPrefetch>(p, cols);
     const Stats st = share_stats<K, P, V, T, 1, C>(p, k, s1, s2, m, load, cols, sh_stats[ph], sh_again[ph]);
     finish_row<K, P, V, false, kKeep, false, T, 1, C, U>(
         p, st, load, cols, Columns<K, 1, V>{}, sh_max[ph], floats, qmul, row, true, lane == 0);
@@ -1394,6 +1411,8 @@ __device__ __forceinline__ void norm_fwd(const Params& p) {
                 "outputs are kept only by one-pass rows, between a dynamic quant's maximum and the stores");
   static_assert(!kFull || (K::kPipeline == Pipeline::ONE_PASS && K::kStaged), "only staged rows have whole-row kernels");
   static_assert(K::kRepeat % K::kOutputStep == 0, "output passes take a thread's vectors in whole steps");
+  static_assert(K::kColumnPrefetch <= K::kRepeat && (K::kColumnPrefetch == 0 || K::kStaged),
+                "staged rows prefetch some of their vectors' columns");
   static_assert(!K::kLean || (K::kPipeline == Pipeline::ONE_PASS && !K::kStaged),
                 "only register-held one-pass rows are built lean");
   static_assert(K::kRowCache == Cache::NORMAL || K::kPipeline == Pipeline::ONE_PASS,

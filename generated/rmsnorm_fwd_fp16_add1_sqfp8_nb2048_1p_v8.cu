@@ -27,6 +27,7 @@ struct Traits {
   static constexpr bool kKeepOutputs = false;
   static constexpr normgen::Cache kRowCache = normgen::Cache::NORMAL;
   static constexpr int kOutputStep = 4;
+  static constexpr int kColumnPrefetch = 0;
 };
 }  // namespace
 

@@ -133,6 +133,26 @@ class KernelSpec:
         return 4 if p > 8 else p
 
     @property
+    def column_prefetch(self) -> int:
+        """How many of a thread's vectors of a staged row have their gamma and beta prefetched
+        into L1 before the row's statistics are reduced (the template's prefetch_columns):
+        two, the first output step's or part of it, in rows of 65536 elements or more with a
+        fused add. Measured on an H100 (tune_tiles.py "colpf" groups, seventeenth session,
+        alternating three times, without / with): add + LayerNorm bf16 65536 0.942-0.943 /
+        0.957-0.960, fp16 0.939-0.946 / 0.959-0.965, fp32 0.945-0.947 / 0.949-0.954, 131072
+        0.911-0.915 / 0.918-0.923, 262144 0.867-0.875 / 0.895-0.905; add + RMSNorm bf16 65536
+        0.957-0.958 / 0.965-0.968, fp32 0.958-0.959 / 0.965-0.966, 131072 0.924-0.931 /
+        0.928-0.935, 262144 0.900-0.910 / 0.924-0.927; add + LayerNorm + int8 65536
+        0.836-0.839 / 0.866-0.867. Not at 32768 (add + LayerNorm 0.965-0.966 / 0.967-0.968, +
+        int8 0.918-0.920 / 0.907-0.924; RMSNorm with a fused add not stored spilled 8-16 bytes
+        with it, NVRTC 13.0 and 13.5), nor without an add: LayerNorm 65536 0.924-0.926 /
+        0.921-0.925, RMSNorm 0.944 / 0.946, LayerNorm + int8 16384 0.873-0.882 / 0.871 (all
+        eight vectors: 0.854), fp16 0.905-0.911 / 0.890, 65536 0.718-0.727 / 0.718, RMSNorm +
+        fp8 65536 0.894-0.898 / 0.893."""
+        staged = self.pipeline == Pipeline.ONE_PASS and self.tile.stage_bytes
+        return 2 if staged and self.fused_add != FusedAdd.NONE and self.bucket >= 65536 else 0
+
+    @property
     def row_cache(self) -> Cache:
         """Where the row's loads leave their lines (types.Cache). Register-held rows load x
         with L2's evict_last policy (KEEP_L2), as torch.compile's kernels load theirs, except

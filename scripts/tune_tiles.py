@@ -696,6 +696,21 @@ CANDIDATES = {  # name: (bench op, dtype, N, candidates)
                         ("layernorm+int8", DType.FP16, 16384), ("add+layernorm+int8", DType.BF16, 16384),
                         ("smooth+layernorm+int8", DType.BF16, 16384), ("layernorm+int8", DType.BF16, 131072),
                         ("layernorm+int8", DType.FP32, 32768), ("layernorm+int8", DType.FP32, 131072)]},
+    # gamma and beta prefetched into L1 before the statistics' reduction (colpfK), the
+    # committed tile first and last
+    **{f"colpf{op}{x.value}{n}": (op, x, n, [committed(op, x, n, *p) for p in ((), ("colpf2",), ("colpf4",), ("colpf8",), ())])
+       for op, x, n in [("layernorm+int8", DType.BF16, 16384), ("layernorm+int8", DType.FP16, 16384),
+                        ("layernorm+int8", DType.BF16, 32768), ("layernorm+int8", DType.BF16, 65536),
+                        ("rmsnorm+fp8", DType.BF16, 65536), ("layernorm", DType.BF16, 65536),
+                        ("rmsnorm", DType.BF16, 65536), ("add+layernorm", DType.BF16, 65536)]},
+    **{f"colpfab{op}{x.value}{n}": (op, x, n, [committed(op, x, n, *p) for p in ((), ("colpf2",)) * 3])
+       for op, x, n in [("add+layernorm", DType.BF16, 65536), ("add+rmsnorm", DType.BF16, 65536),
+                        ("rmsnorm", DType.BF16, 65536), ("layernorm", DType.BF16, 65536),
+                        ("add+layernorm", DType.BF16, 32768), ("add+layernorm", DType.BF16, 131072),
+                        ("add+rmsnorm", DType.BF16, 131072), ("add+layernorm", DType.BF16, 262144),
+                        ("add+rmsnorm", DType.BF16, 262144), ("add+layernorm", DType.FP16, 65536),
+                        ("add+layernorm", DType.FP32, 65536), ("add+rmsnorm", DType.FP32, 65536),
+                        ("add+layernorm+int8", DType.BF16, 65536), ("add+layernorm+int8", DType.BF16, 32768)]},
     # Rows in pairs (pairU: patches/one_pass_paired.cuh): each block stages two rows in
     # 16-bit and loads each vector's gamma and beta once for both, one reduction for both;
     # the committed tile first and last. Grids: one block (cluster) per pair. H100,
@@ -766,6 +781,25 @@ def paired(u: int) -> list:
     section = "// ---- two-pass: statistics over the streamed row"
     text = (Path(__file__).parent / "patches" / "one_pass_paired.cuh").read_text().replace("PAIRU", str(u))
     return [(section, text + section), ("one_pass_staged<K, kFull>(q);", "one_pass_paired<K, kFull>(q);")]
+
+
+def column_prefetch(k: int) -> list:
+    """Patches by which a staged row prefetches into L1 the gamma and beta of a thread's first
+    k vectors (all, if fewer) before its statistics' reduction (prefetch.global.L1)."""
+    at = "    const Stats st = share_stats<K, P, V, T, 1, C>(p, k, s1, s2, m, load, cols, sh_stats[ph], sh_again[ph]);"
+    prefetch = (
+        "    {  // tune_tiles colpf\n"
+        "      using W = typename K::W;\n"
+        "#pragma unroll\n"
+        f"      for (int i = 0; i < (P < {k} ? P : {k}); ++i) {{\n"
+        "        if (cols.inside(i)) {\n"
+        "          if (p.gamma) asm volatile(\"prefetch.global.L1 [%0];\" :: \"l\"(static_cast<const W*>(p.gamma) + cols(i)));\n"
+        "          if (K::kNorm == Norm::LAYERNORM && p.beta)\n"
+        "            asm volatile(\"prefetch.global.L1 [%0];\" :: \"l\"(static_cast<const W*>(p.beta) + cols(i)));\n"
+        "        }\n"
+        "      }\n"
+        "    }\n")
+    return [(at, prefetch + at)]
 
 
 def cluster_push(variant: str) -> list:
@@ -895,6 +929,10 @@ PATCHES = {  # name: [(old, new), ...]
     "nohold": [("constexpr bool kHold = !K::kLean &&", "constexpr bool kHold = false &&")],
     # timing only (wrong for a weight_offset other than 0): RMSNorm's gamma taken as is,
     # without adding weight_offset to every element
+    # staged rows prefetch the first K of a thread's vectors' gamma and beta into L1 before
+    # the statistics' reduction, so that the output pass after it waits less for them (the
+    # committed choice for rows with a fused add since the seventeenth session: spec.column_prefetch)
+    **{f"colpf{k}": column_prefetch(k) for k in (2, 4, 8)},
     "nooff": [("out[j] = d[j] * st.rstd * (g + p.weight_offset);", "out[j] = d[j] * st.rstd * g;")],
     # staged rows' timeline (scripts/trace_rows.py): each block's thread 0 records the global
     # timer at the start and end of every row it takes, and its SM, in normgen_trace

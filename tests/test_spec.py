@@ -157,6 +157,19 @@ def test_how_many_vectors_output_passes_take_at_a_time(name, step):
     assert parse_name(name).output_step == step
 
 
+@pytest.mark.parametrize("name, vectors", [
+    ("layernorm_fwd_bf16_add1_nb65536_1p_v8", 2),  # staged, with a fused add
+    ("rmsnorm_fwd_fp32_add2_nb262144_1p_v4", 2),
+    ("layernorm_fwd_bf16_add1_dqint8_syfp32_nb65536_1p_v8", 2),  # one 1024-thread block (QUANT_LN_TILES)
+    ("rmsnorm_fwd_bf16_add2_nb32768_1p_v8", 0),  # under 65536: no faster, and this one spilled
+    ("layernorm_fwd_bf16_nb65536_1p_v8", 0),  # no add: no faster
+    ("layernorm_fwd_bf16_add1_nb8192_1p_v8", 0),  # held in registers
+    ("layernorm_fwd_bf16_add1_2p_v8", 0),
+])
+def test_which_staged_rows_prefetch_their_columns(name, vectors):
+    assert parse_name(name).column_prefetch == vectors
+
+
 @pytest.mark.parametrize("name, stage_bytes, blocks", [
     ("layernorm_fwd_bf16_dqint8_syfp32_nb8192_1p_v8", 32768, 5),  # floats, one 256-thread block per row, 48 registers
     ("layernorm_fwd_bf16_nb131072_1p_v8", 32768, 6),  # plain, clusters of eight: 40 registers
