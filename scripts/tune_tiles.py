@@ -785,21 +785,10 @@ def paired(u: int) -> list:
 
 def column_prefetch(k: int) -> list:
     """Patches by which a staged row prefetches into L1 the gamma and beta of a thread's first
-    k vectors (all, if fewer) before its statistics' reduction (prefetch.global.L1)."""
+    k vectors before its statistics' reduction (the template's prefetch_columns, which
+    spec.column_prefetch commits for rows with a fused add)."""
     at = "    const Stats st = share_stats<K, P, V, T, 1, C>(p, k, s1, s2, m, load, cols, sh_stats[ph], sh_again[ph]);"
-    prefetch = (
-        "    {  // tune_tiles colpf\n"
-        "      using W = typename K::W;\n"
-        "#pragma unroll\n"
-        f"      for (int i = 0; i < (P < {k} ? P : {k}); ++i) {{\n"
-        "        if (cols.inside(i)) {\n"
-        "          if (p.gamma) asm volatile(\"prefetch.global.L1 [%0];\" :: \"l\"(static_cast<const W*>(p.gamma) + cols(i)));\n"
-        "          if (K::kNorm == Norm::LAYERNORM && p.beta)\n"
-        "            asm volatile(\"prefetch.global.L1 [%0];\" :: \"l\"(static_cast<const W*>(p.beta) + cols(i)));\n"
-        "        }\n"
-        "      }\n"
-        "    }\n")
-    return [(at, prefetch + at)]
+    return [(at, f"    prefetch_columns<K, (P < {k} ? P : {k})>(p, cols);  // tune_tiles colpf\n" + at)]
 
 
 def cluster_push(variant: str) -> list:
