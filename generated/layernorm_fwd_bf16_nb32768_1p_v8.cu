@@ -28,6 +28,7 @@ struct Traits {
   static constexpr normgen::Cache kRowCache = normgen::Cache::NORMAL;
   static constexpr int kOutputStep = 8;
   static constexpr int kColumnPrefetch = 0;
+  static constexpr int kColumnRegisters = 0;
 };
 }  // namespace
 

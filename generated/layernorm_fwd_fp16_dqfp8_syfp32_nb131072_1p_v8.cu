@@ -28,6 +28,7 @@ struct Traits {
   static constexpr normgen::Cache kRowCache = normgen::Cache::PAST_L1;
   static constexpr int kOutputStep = 2;
   static constexpr int kColumnPrefetch = 0;
+  static constexpr int kColumnRegisters = 0;
 };
 }  // namespace
 

@@ -821,38 +821,69 @@ __device__ __forceinline__ Stats share_stats(const Params& p, float k, float s1,
   return st;
 }
 
-// fn(i, out) for each of this thread's vectors of a row, with its float outputs; columns
-// from c when kHeld (the same for every row), else loaded per vector. kCentred: `load`
-// gives the values minus st.shift already. U < P: a loop over U vectors at a time (for
-// `load` from memory only), which bounds the loads ptxas issues ahead of their use.
-template <class K, int P, int V, bool kHeld, bool kCentred = false, int U = P, class Load, class Cols, class Fn>
-__device__ __forceinline__ void for_each_output(const Params& p, const Stats& st, const Load& load,
-                                                const Cols& cols, const Columns<K, kHeld ? P : 1, V>& c,
-                                                const Fn& fn) {
-  static_assert(P % U == 0, "whole steps");
-#pragma unroll 1
-  for (int i0 = 0; i0 < P; i0 += U) {
+// The per-column vectors of a thread's first E vectors of a staged row, loaded into registers
+// before the row's statistics are reduced, so that the first output step does not wait for
+// them after it (spec.column_registers); E = 0: none.
+template <class K, int E, int V> struct EarlyColumns {
+  static constexpr int kCount = E;
+  Columns<K, (E > 0 ? E : 1), V> c;
+  template <class Cols>
+  __device__ __forceinline__ void load(const Params& p, const Cols& cols) {
 #pragma unroll
-    for (int b = 0; b < U; ++b) {
-      const int i = i0 + b;
-      if (cols.inside(i)) {
-        float d[V], out[V];
-        load(i, d);
-        if constexpr (!kCentred) {
+    for (int i = 0; i < E; ++i)
+      if (cols.inside(i)) c.load_epilogue(p, i, cols(i));
+  }
+};
+
+// One step of for_each_output: vectors i0 .. i0 + U - 1; the first early.kCount of them
+// (where i0 = 0) with early's columns.
+template <class K, int P, int V, bool kHeld, bool kCentred, int U, class Load, class Cols, class Fn, class Early>
+__device__ __forceinline__ void output_step(int i0, const Params& p, const Stats& st, const Load& load,
+                                            const Cols& cols, const Columns<K, kHeld ? P : 1, V>& c,
+                                            const Fn& fn, const Early& early) {
 #pragma unroll
-          for (int j = 0; j < V; ++j) d[j] -= st.shift;
-        }
-        if constexpr (kHeld) {
-          outputs<K, P, V>(out, p, st, d, c, i);
-        } else {
-          Columns<K, 1, V> ci;
-          ci.load_epilogue(p, 0, cols(i));
-          outputs<K, 1, V>(out, p, st, d, ci, 0);
-        }
-        fn(i, out);
+  for (int b = 0; b < U; ++b) {
+    const int i = i0 + b;
+    if (cols.inside(i)) {
+      float d[V], out[V];
+      load(i, d);
+      if constexpr (!kCentred) {
+#pragma unroll
+        for (int j = 0; j < V; ++j) d[j] -= st.shift;
       }
+      if constexpr (kHeld) {
+        outputs<K, P, V>(out, p, st, d, c, i);
+      } else if (b < Early::kCount) {
+        outputs<K, (Early::kCount > 0 ? Early::kCount : 1), V>(out, p, st, d, early.c, b);
+      } else {
+        Columns<K, 1, V> ci;
+        ci.load_epilogue(p, 0, cols(i));
+        outputs<K, 1, V>(out, p, st, d, ci, 0);
+      }
+      fn(i, out);
     }
   }
+}
+
+// fn(i, out) for each of this thread's vectors of a row, with its float outputs; columns
+// from c when kHeld (the same for every row), else loaded per vector, the first step's from
+// `early` where it holds them (at most U). kCentred: `load` gives the values minus st.shift
+// already. U < P: a loop over U vectors at a time (for `load` from memory only), which bounds
+// the loads ptxas issues ahead of their use.
+template <class K, int P, int V, bool kHeld, bool kCentred = false, int U = P, class Load, class Cols, class Fn,
+          class Early = EarlyColumns<K, 0, V>>
+__device__ __forceinline__ void for_each_output(const Params& p, const Stats& st, const Load& load,
+                                                const Cols& cols, const Columns<K, kHeld ? P : 1, V>& c,
+                                                const Fn& fn, const Early& early = Early{}) {
+  static_assert(P % U == 0, "whole steps");
+  static_assert(Early::kCount <= U && (Early::kCount == 0 || !kHeld), "early columns serve the first step");
+  int i0 = 0;
+  if constexpr (Early::kCount > 0) {
+    output_step<K, P, V, kHeld, kCentred, U>(0, p, st, load, cols, c, fn, early);
+    i0 = U;
+  }
+#pragma unroll 1
+  for (; i0 < P; i0 += U) output_step<K, P, V, kHeld, kCentred, U>(i0, p, st, load, cols, c, fn, EarlyColumns<K, 0, V>{});
 }
 
 // The largest |output| among this thread's vectors of a row (0 for none); U as in
@@ -881,17 +912,18 @@ __device__ __forceinline__ float unscaled_absmax(const Params& p, const Load& lo
 
 // Normalize, quantize (times qmul) and store this thread's vectors of a row at y_off;
 // kWhole: the stores by intrinsic (store_words).
-template <class K, int P, int V, bool kHeld, int U = P, bool kWhole = false, class Load, class Cols>
+template <class K, int P, int V, bool kHeld, int U = P, bool kWhole = false, class Load, class Cols,
+          class Early = EarlyColumns<K, 0, V>>
 __device__ __forceinline__ void normalize_row(const Params& p, const Stats& st, const Load& load,
                                               const Cols& cols, const Columns<K, kHeld ? P : 1, V>& c,
-                                              float qmul, i64 y_off) {
+                                              float qmul, i64 y_off, const Early& early = Early{}) {
   for_each_output<K, P, V, kHeld, false, U>(p, st, load, cols, c, [&](int i, float (&out)[V]) {
     if constexpr (K::kQuant != Quant::NONE) {
 #pragma unroll
       for (int j = 0; j < V; ++j) out[j] *= qmul;
     }
     store_vec<typename K::Y, V, kWhole>(static_cast<typename K::Y*>(p.y) + y_off + cols(i), out);
-  });
+  }, early);
 }
 
 // A row held on chip, after its statistics: the dynamic quant scale (a row reduction every
@@ -902,10 +934,11 @@ __device__ __forceinline__ void normalize_row(const Params& p, const Stats& st, 
 // kCentred: `load` gives the row minus st.shift. U: the outputs' vectors at a time in both
 // passes (see for_each_output).
 template <class K, int P, int V, bool kHeld, bool kKeep, bool kCentred, int T, int R, int C, int U, class Load,
-          class Cols, class Keep>
+          class Cols, class Keep, class Early = EarlyColumns<K, 0, V>>
 __device__ __forceinline__ void finish_row(const Params& p, const Stats& st, const Load& load, const Cols& cols,
                                            const Columns<K, kHeld ? P : 1, V>& c, ReduceScratch<T, R, 1>& sh_max,
-                                           Keep&& keep, float qmul, i64 row, bool live, bool leader) {
+                                           Keep&& keep, float qmul, i64 row, bool live, bool leader,
+                                           const Early& early = Early{}) {
   if constexpr (merged_max<K>()) {
     qmul = dynamic_scale<K>(p, st.amax, row, live && leader);
   } else if constexpr (K::kQuant == Quant::DYNAMIC) {
@@ -914,7 +947,7 @@ __device__ __forceinline__ void finish_row(const Params& p, const Stats& st, con
       if constexpr (kKeep) keep.put(i, out);
 #pragma unroll
       for (int j = 0; j < V; ++j) m[0] = fmaxf(m[0], fabsf(out[j]));
-    });
+    }, early);
     row_reduce<Max, T, R, C, 1>(m, sh_max);
     qmul = dynamic_scale<K>(p, m[0], row, live && leader);
   }
@@ -932,7 +965,7 @@ __device__ __forceinline__ void finish_row(const Params& p, const Stats& st, con
         }
       }
     } else {
-      normalize_row<K, P, V, kHeld, U>(p, st, load, cols, c, qmul, row * p.n);
+      normalize_row<K, P, V, kHeld, U>(p, st, load, cols, c, qmul, row * p.n, early);
     }
   }
 }
@@ -1290,9 +1323,12 @@ __device__ __forceinline__ void one_pass_staged(const Params& p) {
     if constexpr (!kSumsWhileStaging) centred_sums<P, V, kNarrow>(0.f, load, cols, s1, s2);
     // the first output step's columns, fetched while the reduction's barriers wait (spec.column_prefetch)
     prefetch_columns<K, K::kColumnPrefetch>(p, cols);
+    // the first output step's first columns, in registers while the reduction's barriers wait (spec.column_registers)
+    EarlyColumns<K, K::kColumnRegisters, V> early;
+    early.load(p, cols);
     const Stats st = share_stats<K, P, V, T, 1, C>(p, k, s1, s2, m, load, cols, sh_stats[ph], sh_again[ph]);
     finish_row<K, P, V, false, kKeep, false, T, 1, C, U>(
-        p, st, load, cols, Columns<K, 1, V>{}, sh_max[ph], floats, qmul, row, true, lane == 0);
+        p, st, load, cols, Columns<K, 1, V>{}, sh_max[ph], floats, qmul, row, true, lane == 0, early);
   }
   if constexpr (C > 1) cluster_sync();  // no block may exit while another reads its shared memory
 }
@@ -1413,6 +1449,8 @@ __device__ __forceinline__ void norm_fwd(const Params& p) {
   static_assert(K::kRepeat % K::kOutputStep == 0, "output passes take a thread's vectors in whole steps");
   static_assert(K::kColumnPrefetch <= K::kRepeat && (K::kColumnPrefetch == 0 || K::kStaged),
                 "staged rows prefetch some of their vectors' columns");
+  static_assert(K::kColumnRegisters <= K::kOutputStep && (K::kColumnRegisters == 0 || K::kStaged),
+                "staged rows load some of their first output step's columns early");
   static_assert(!K::kLean || (K::kPipeline == Pipeline::ONE_PASS && !K::kStaged),
                 "only register-held one-pass rows are built lean");
   static_assert(K::kRowCache == Cache::NORMAL || K::kPipeline == Pipeline::ONE_PASS,

@@ -128,9 +128,14 @@ class KernelSpec:
         if self.pipeline != Pipeline.ONE_PASS or not self.tile.stage_bytes:
             return p
         if self.keep_outputs:
-            light = not self.op.prologue and self.smooth is None and self.w == self.x  # gamma and beta alone
-            return tiles.kept_output_step(self.tile, light)
+            return tiles.kept_output_step(self.tile, self.light_columns)
         return 4 if p > 8 else p
+
+    @property
+    def light_columns(self) -> bool:
+        """Whether a row's only per-column vectors are gamma (and beta) of x's precision: no
+        x-bias or fused add, no smooth scale."""
+        return not self.op.prologue and self.smooth is None and self.w == self.x
 
     @property
     def column_prefetch(self) -> int:
@@ -151,6 +156,47 @@ class KernelSpec:
         fp8 65536 0.894-0.898 / 0.893."""
         staged = self.pipeline == Pipeline.ONE_PASS and self.tile.stage_bytes
         return 2 if staged and self.fused_add != FusedAdd.NONE and self.bucket >= 65536 else 0
+
+    @property
+    def column_registers(self) -> int:
+        """How many of a thread's vectors of a staged row have their gamma (and beta) loaded
+        into registers before the row's statistics are reduced, for its first output step
+        (the template's EarlyColumns): the loads' wait then overlaps the reduction's barriers.
+        It pays where an SM holds few blocks to cover that wait, and rows with light columns
+        only (light_columns: others were not measured). Measured on an H100 (tune_tiles.py
+        "colreg" groups, eighteenth session, bf16 unless said, without / with, outputs
+        bit-identical; ranges over two or three alternations):
+        - RMSNorm over clusters, two: 65536 0.938-0.946 / 0.944-0.957, fp16 0.947-0.948 /
+          0.953-0.955, fp32 0.934-0.937 / 0.951-0.953; 262144 0.913-0.917 / 0.927-0.931,
+          fp16 0.909-0.910 / 0.923-0.926; 524288 0.867-0.868 / 0.900, fp16 0.848-0.861 /
+          0.890-0.900 (four or eight: 65536 0.942-0.949). With a static quant: fp8 65536
+          0.918-0.924 / 0.935, 262144 0.882-0.891 / 0.889-0.898.
+        - LayerNorm over clusters, two: 65536 0.916-0.927 / 0.927-0.935, fp16 0.916-0.926 /
+          0.932; fp32 131072 0.877-0.883 / 0.889-0.901, 262144 0.766-0.769 / 0.808.
+        - RMSNorm + dynamic quant over clusters (its gamma read twice a row), four: fp8 65536
+          0.887-0.899 / 0.907-0.919, fp16 0.881-0.902 / 0.918; 131072 0.829-0.855 /
+          0.879-0.882, 262144 0.819-0.832 / 0.851-0.857, fp16 0.833-0.836 / 0.848-0.853,
+          524288 0.775 / 0.800 (two at 65536 0.906-0.910, eight 0.918-0.920).
+        - LayerNorm + dynamic quant's bf16 kept one-block rows (16384, all eight vectors a
+          step), four: int8 0.882-0.886 / 0.907-0.922, fp8 0.878-0.886 / 0.899-0.921.
+        Not elsewhere: six blocks an SM (16-bit RMSNorm 131072) even (0.907-0.916 /
+        0.914-0.917, fp16 0.912-0.925 / 0.913-0.925), and spilled 8 bytes with mean/rstd
+        (NVRTC 13.0); one-block rows at 32768 even (RMSNorm 0.963-0.979 / 0.966-0.981,
+        RMSNorm + fp8 0.965-0.976 / 0.957-0.975); fp16 kept rows spilled 16 bytes (NVRTC
+        13.0; 0.904-0.915 / 0.908-0.929); LayerNorm + quant's other rows spilled 8 bytes
+        with two (NVRTC 13.5) and ran even or slower (32768 0.833 / 0.814, 65536 0.727 /
+        0.730); 16-bit LayerNorm at 40 registers spilled 28 bytes and ran slower at 262144
+        (0.881-0.883 / 0.847); fused adds, which prefetch into L1 instead (column_prefetch),
+        even (add + RMSNorm 65536 0.960-0.971 / 0.971)."""
+        if self.pipeline != Pipeline.ONE_PASS or not self.tile.stage_bytes or not self.light_columns:
+            return 0
+        if self.keep_outputs:
+            light_step = self.tile.cluster == 1 and self.output_step == self.tile.repeat
+            return min(4, self.output_step) if light_step and self.x == DType.BF16 else 0
+        crowded = self.min_blocks_per_sm > 4
+        if self.op.quant_ln or self.tile.cluster == 1 or crowded or (self.norm == Norm.LAYERNORM and self.tile.registers < 64):
+            return 0
+        return min(4 if self.quant == Quant.DYNAMIC else 2, self.output_step)
 
     @property
     def row_cache(self) -> Cache:

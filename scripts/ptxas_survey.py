@@ -2,8 +2,9 @@
 only the default set), compiled by this machine's NVRTC in parallel from a scratch folder:
 `python scripts/ptxas_survey.py [--kept-step K] GLOB...`. --kept-step: LayerNorm + quant's
 kept staged rows built with their output passes K vectors at a time (tiles.kept_output_step)
-instead of the committed choice, to see where a change would spill before making it. Prints
-each instance that spills (or uses a stack frame), then a count."""
+instead of the committed choice, to see where a change would spill before making it.
+--early: only the instances that load columns early (spec.column_registers). Prints each
+instance that spills (or uses a stack frame), then a count."""
 import concurrent.futures
 import multiprocessing
 import os
@@ -31,9 +32,9 @@ def _compile(job):
     return name, res
 
 
-def main(globs, step=0):
+def main(globs, step=0, early=False):
     _set_step(step)
-    names = [s.name for s in matrix.select(matrix.Selection(include=tuple(globs)))]
+    names = [s.name for s in matrix.select(matrix.Selection(include=tuple(globs))) if s.column_registers or not early]
     folder = tempfile.mkdtemp()
     jobs = [(n, folder, step) for n in names]
     ctx = multiprocessing.get_context("spawn")
@@ -51,4 +52,4 @@ def main(globs, step=0):
 if __name__ == "__main__":
     args = sys.argv[1:]
     step = int(args.pop(args.index("--kept-step") + 1)) if "--kept-step" in args else 0
-    main([a for a in args if a != "--kept-step"], step)
+    main([a for a in args if a not in ("--kept-step", "--early")], step, "--early" in args)

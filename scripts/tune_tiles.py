@@ -49,33 +49,44 @@ def _smooth(n):
     return torch.linspace(0.5, 1.5, n, device="cuda")
 
 
-# LayerNorm + int8 with a fused add or a smooth scale: calls the benchmark does not time.
-# op -> (the spec's fields beyond layernorm+int8's, the call as bench.OPS' third entry, the
-# bytes that must move as its fourth: x (and the residual) in, the sum, codes and scales out)
+def _static_fp8(x, g):
+    import normgen
+    import torch
+    scale = torch.full((), 0.01, dtype=torch.float32, device="cuda")
+    return {"normgen": lambda: normgen.rmsnorm(x, g, eps=1e-6, quant="fp8_e4m3", quant_scale=scale)}
+
+
+# Calls the benchmark does not time: LayerNorm + int8 with a fused add or a smooth scale,
+# RMSNorm + static fp8. op -> (bench op whose spec it changes, the spec's fields beyond that
+# op's, the call as bench.OPS' third entry, the bytes that must move as its fourth: x (and
+# the residual) in, the sum, codes and scales out)
 EXTRA_OPS = {
-    "add+layernorm+int8": (dict(fused_add=FusedAdd.STORE), lambda x, r, g, b: _fused_quant(x, g, b, residual=r),
+    "add+layernorm+int8": ("layernorm+int8", dict(fused_add=FusedAdd.STORE),
+                           lambda x, r, g, b: _fused_quant(x, g, b, residual=r),
                            lambda m, n, isz: m * n * (3 * isz + 1) + 4 * m + 2 * n * isz),
-    "smooth+layernorm+int8": (dict(smooth=DType.FP32),
+    "smooth+layernorm+int8": ("layernorm+int8", dict(smooth=DType.FP32),
                               lambda x, r, g, b: _fused_quant(x, g, b, smooth_scale=_smooth(x.shape[-1])),
                               lambda m, n, isz: m * n * (isz + 1) + 4 * m + 2 * n * isz + 4 * n),
+    "rmsnorm+fp8static": ("rmsnorm+fp8", dict(quant=Quant.STATIC, scale=None), lambda x, r, g, b: _static_fp8(x, g),
+                          lambda m, n, isz: m * n * (isz + 1) + n * isz),
 }
 
 
 def call_spec(op, x):
     """bench.call_spec, for EXTRA_OPS too."""
     if op in EXTRA_OPS:
-        return replace(bench.call_spec("layernorm+int8", x), **EXTRA_OPS[op][0])
+        return replace(bench.call_spec(EXTRA_OPS[op][0], x), **EXTRA_OPS[op][1])
     return bench.call_spec(op, x)
 
 
 def call(op, ins):
     """op's normgen call on the inputs (tune_tiles.inputs)."""
-    return (EXTRA_OPS[op][1] if op in EXTRA_OPS else bench.OPS[op][2])(*ins)["normgen"]
+    return (EXTRA_OPS[op][2] if op in EXTRA_OPS else bench.OPS[op][2])(*ins)["normgen"]
 
 
 def moved(op, m, n, itemsize):
     """The bytes op must move over m rows of n elements."""
-    return (EXTRA_OPS[op][2] if op in EXTRA_OPS else bench.OPS[op][3])(m, n, itemsize)
+    return (EXTRA_OPS[op][3] if op in EXTRA_OPS else bench.OPS[op][3])(m, n, itemsize)
 
 F = "full"
 KEEP_STAGE_BYTES = tiles.KEEP_STAGE_BYTES
@@ -117,6 +128,7 @@ CARVEOUT = re.compile(r"c(\d+)$")  # launched preferring this percentage of L1 +
 NOKEEP = "nokeep"  # LayerNorm + quant's staged rows not kept as floats (tiles.KEEP_STAGE_BYTES 0)
 TWO_PASS = "2p"  # in a candidate's `staged` place: the two-pass pipeline, `threads` a block
 KEEP = re.compile(r"keep(\d+)$")  # ... kept as floats up to this many KB a block (tiles.KEEP_STAGE_BYTES)
+COLUMN_REGISTERS = re.compile(r"colreg(\d+)$")  # staged rows load K vectors' columns into registers before the reduction
 KEPT_STEP = re.compile(r"keepu(\d+)$")  # ... whose output passes take this many vectors at a time (tiles.kept_output_step)
 
 
@@ -740,6 +752,69 @@ CANDIDATES = {  # name: (bench op, dtype, N, candidates)
                                                (512, 1, 4, True, "g1024", "s64", "b2", "pair1")]),
            ("rmsnorm", DType.BF16, 65536, [(256, 1, 4, True, "g1024", "s64", "b2", "pair4")]),
            ("layernorm", DType.BF16, 65536, [(256, 1, 4, True, "g1024", "s64", "b2", "pair4")])]},
+    # Early columns (colregK: the template's EarlyColumns, committed as spec.column_registers):
+    # a staged row loads the per-column vectors of its first output step's first K vectors
+    # into registers before its statistics' reduction; colreg0, none (the committed choice
+    # before). H100, eighteenth session (copy 2969-2986 GB/s; --check: outputs bit-identical
+    # throughout), none / 2 / 4 / 8 / none:
+    # RMSNorm bf16 65536 0.937-0.940 / 0.951-0.954 / 0.947-0.949 / 0.942-0.943 / 0.945-0.950,
+    # fp16 0.943-0.946 / 0.955-0.956 / 0.948-0.951 / 0.943-0.945 / 0.950-0.955; RMSNorm + fp8
+    # 65536 0.896-0.900 / 0.906-0.910 / 0.915-0.919 / 0.918-0.920 / 0.898-0.899, fp16 0.881 /
+    # - / 0.918 / - / 0.902; LayerNorm 65536 0.916-0.930 / 0.931-0.934 / - / - / 0.921-0.932,
+    # fp16 0.926 / 0.932 / - / - / 0.916; LayerNorm + int8 16384 0.888-0.890 / 0.905-0.912 /
+    # 0.908-0.909 / - / 0.884-0.891, fp16 0.909-0.912 / 0.899-0.920 / 0.908-0.929 / - /
+    # 0.898-0.915 (spilled 16 bytes at four under NVRTC 13.0); add + RMSNorm 65536 0.971 /
+    # 0.971-0.972 / 0.961 / - / 0.960-0.966, add + LayerNorm 0.956-0.957 / 0.950-0.962 / - /
+    # - / 0.954-0.963; RMSNorm 131072 0.907-0.910 / 0.914-0.917 / - / - / 0.914-0.916,
+    # 262144 0.909 / 0.923-0.927 / - / - / 0.914-0.916, 524288 0.868 / 0.900 / - / - / 0.867,
+    # 32768 0.963-0.975 / 0.966-0.976 / 0.963-0.978 / 0.966-0.981 / 0.965-0.979; RMSNorm +
+    # fp8 32768 0.976 / 0.975 / 0.957 / 0.964 / 0.965, 131072 0.844 / 0.856 / - / - / 0.841,
+    # 262144 0.815 / 0.822 / - / - / 0.813; LayerNorm 131072 0.897 / 0.912 / - / - / 0.909
+    # (28 bytes spilled at two, NVRTC 13.5), 262144 0.883 / 0.847 / - / - / 0.881 (28
+    # bytes); LayerNorm + int8 32768 0.833 / 0.814 / - / - / 0.834 (8 bytes), 65536 0.727 /
+    # 0.730 / - / - / 0.727 (8 bytes); fp32 RMSNorm 65536 0.934 / 0.951 / 0.953 / - / 0.937,
+    # LayerNorm 0.929 / 0.933 / - / - / 0.931; add + LayerNorm + int8 65536 0.861 / 0.881 /
+    # - / - / 0.838.
+    **{f"colreg{op}{x.value}{n}": (op, x, n, [committed(op, x, n, f"colreg{k}") for k in (0, *ks, 0)])
+       for op, x, n, ks in [("rmsnorm", DType.BF16, 65536, (2, 4, 8)), ("rmsnorm", DType.FP16, 65536, (2, 4, 8)),
+                            ("rmsnorm+fp8", DType.BF16, 65536, (2, 4, 8)), ("layernorm", DType.BF16, 65536, (2,)),
+                            ("layernorm+int8", DType.BF16, 16384, (2, 4)), ("layernorm+int8", DType.FP16, 16384, (2, 4)),
+                            ("add+rmsnorm", DType.BF16, 65536, (2, 4)), ("add+layernorm", DType.BF16, 65536, (2,)),
+                            ("rmsnorm", DType.BF16, 131072, (2,)), ("rmsnorm", DType.BF16, 262144, (2,)),
+                            ("rmsnorm", DType.BF16, 32768, (2, 4, 8)),
+                            ("layernorm", DType.FP16, 65536, (2,)), ("layernorm", DType.BF16, 131072, (2,)),
+                            ("layernorm", DType.BF16, 262144, (2,)), ("rmsnorm", DType.BF16, 524288, (2,)),
+                            ("rmsnorm+fp8", DType.BF16, 32768, (2, 4, 8)), ("rmsnorm+fp8", DType.BF16, 131072, (2,)),
+                            ("rmsnorm+fp8", DType.BF16, 262144, (2,)), ("rmsnorm+fp8", DType.FP16, 65536, (4,)),
+                            ("layernorm+int8", DType.BF16, 32768, (2,)), ("layernorm+int8", DType.BF16, 65536, (2,)),
+                            ("rmsnorm", DType.FP32, 65536, (2, 4)), ("layernorm", DType.FP32, 65536, (2,)),
+                            ("add+layernorm+int8", DType.BF16, 65536, (2,))]},
+    # The same, alternating three times, none / K: RMSNorm bf16 65536 (2) 0.938-0.946 /
+    # 0.944-0.957, fp16 (2) 0.947-0.948 / 0.953-0.955; RMSNorm + fp8 65536 (4) 0.887-0.899 /
+    # 0.907-0.919; LayerNorm 65536 (2) 0.916-0.927 / 0.927-0.935; LayerNorm + int8 16384 (4)
+    # 0.882-0.886 / 0.907-0.922, + fp8 0.878-0.886 / 0.899-0.921, fp16 + int8 0.904-0.913 /
+    # 0.908-0.929; RMSNorm 262144 (2) 0.913-0.917 / 0.927-0.931.
+    **{f"colregab{op}{x.value}{n}": (op, x, n, [committed(op, x, n, p) for p in ("colreg0", f"colreg{k}") * 3])
+       for op, x, n, k in [("rmsnorm", DType.BF16, 65536, 2), ("rmsnorm", DType.FP16, 65536, 2),
+                           ("rmsnorm+fp8", DType.BF16, 65536, 4), ("layernorm", DType.BF16, 65536, 2),
+                           ("layernorm+int8", DType.BF16, 16384, 4), ("layernorm+fp8", DType.BF16, 16384, 4),
+                           ("layernorm+int8", DType.FP16, 16384, 4), ("rmsnorm", DType.BF16, 262144, 2)]},
+    # The committed choice (spec.column_registers) against none on rows the groups above did
+    # not time, twice: LayerNorm fp32 131072 0.889-0.901 / 0.877-0.883, 262144 0.808 /
+    # 0.766-0.769; RMSNorm + fp8 131072 0.879-0.882 / 0.829-0.855, 262144 0.851-0.857 /
+    # 0.819-0.832, 524288 0.800 / 0.775, fp16 262144 0.848-0.853 / 0.833-0.836; RMSNorm +
+    # static fp8 65536 0.935 / 0.918-0.924, 262144 0.889-0.898 / 0.882-0.891; RMSNorm fp16
+    # 262144 0.923-0.926 / 0.909-0.910, 524288 0.890-0.900 / 0.848-0.861. Timed under a first
+    # choice that the committed one changed to none (even, or spilled under NVRTC 13.0):
+    # RMSNorm fp16 131072 with two 0.913-0.925 / 0.912-0.922, LayerNorm + fp8 fp16 16384 with
+    # four 0.911-0.924 / 0.906-0.910.
+    **{f"colregv{op}{x.value}{n}": (op, x, n, [committed(op, x, n, *p) for p in ((), ("colreg0",)) * 2])
+       for op, x, n in [("layernorm", DType.FP32, 131072), ("layernorm", DType.FP32, 262144),
+                        ("rmsnorm+fp8", DType.BF16, 131072), ("rmsnorm+fp8", DType.BF16, 262144),
+                        ("rmsnorm+fp8", DType.BF16, 524288), ("rmsnorm+fp8static", DType.BF16, 65536),
+                        ("rmsnorm+fp8static", DType.BF16, 262144), ("rmsnorm", DType.FP16, 262144),
+                        ("rmsnorm", DType.FP16, 524288), ("rmsnorm", DType.FP16, 131072),
+                        ("layernorm+fp8", DType.FP16, 16384), ("rmsnorm+fp8", DType.FP16, 262144)]},
 }
 
 
@@ -932,8 +1007,8 @@ PATCHES = {  # name: [(old, new), ...]
                "       row += C > 1 ? cluster_count() : gridDim.x, ph = (ph + 1) % S) {\n"
                "    unsigned long long trace_t0;\n"
                "    asm volatile(\"mov.u64 %0, %%globaltimer;\" : \"=l\"(trace_t0));\n"),
-              ("        p, st, load, cols, Columns<K, 1, V>{}, sh_max[ph], floats, qmul, row, true, lane == 0);\n",
-               "        p, st, load, cols, Columns<K, 1, V>{}, sh_max[ph], floats, qmul, row, true, lane == 0);\n"
+              ("        p, st, load, cols, Columns<K, 1, V>{}, sh_max[ph], floats, qmul, row, true, lane == 0, early);\n",
+               "        p, st, load, cols, Columns<K, 1, V>{}, sh_max[ph], floats, qmul, row, true, lane == 0, early);\n"
                "    if (threadIdx.x == 0 && (row + 1) * C <= (1 << 15)) {\n"
                "      unsigned long long t1;\n"
                "      unsigned sm;\n"
@@ -953,6 +1028,12 @@ def patched(files: dict, names) -> dict:
     for name in names:
         if SHARED.match(name) or CARVEOUT.match(name) or name == NOKEEP or KEEP.match(name) or KEPT_STEP.match(name):
             continue  # applied at launch, or to the tile (time_candidate)
+        if m := COLUMN_REGISTERS.match(name):
+            for f in files:
+                if f.endswith(".cu"):
+                    files[f] = re.sub(r"kColumnRegisters = \d+;", f"kColumnRegisters = ({m[1]} < kOutputStep ? {m[1]} : kOutputStep);",
+                                      files[f])
+            continue
         if m := BLOCKS.match(name):
             for f in files:
                 if f.endswith(".cu"):

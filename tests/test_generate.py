@@ -185,7 +185,10 @@ def test_tuning_patches_apply_to_the_rendered_header():
     files = codegen.outputs(select())
     for name in tune.PATCHES:
         assert tune.patched(files, [name])[codegen.HEADER] != files[codegen.HEADER], name
-    known = (tune.BLOCKS, tune.SHARED, tune.CARVEOUT, tune.KEEP, tune.KEPT_STEP)  # at build or launch, not to the header
+    instance = next(f for f in files if f.endswith(".cu"))
+    assert tune.patched(files, ["colreg2"])[instance] != files[instance]  # to the instances' Traits
+    known = (tune.BLOCKS, tune.SHARED, tune.CARVEOUT, tune.KEEP, tune.KEPT_STEP,
+             tune.COLUMN_REGISTERS)  # at build or launch, or to the instances, not to the header
     for _, _, _, cands in tune.CANDIDATES.values():
         for _, _, _, _, _, *patches in cands:
             assert all(p in tune.PATCHES or p == tune.NOKEEP or any(r.match(p) for r in known)

@@ -170,6 +170,29 @@ def test_which_staged_rows_prefetch_their_columns(name, vectors):
     assert parse_name(name).column_prefetch == vectors
 
 
+@pytest.mark.parametrize("name, vectors", [
+    ("rmsnorm_fwd_bf16_nb65536_1p_v8", 2),  # over a cluster, two blocks an SM
+    ("rmsnorm_fwd_fp16_nb524288_1p_v8_mv", 2),
+    ("layernorm_fwd_fp32_nb262144_1p_v4", 2),
+    ("rmsnorm_fwd_bf16_sqfp8_nb65536_1p_v8", 2),  # a static quant reads gamma once a row
+    ("rmsnorm_fwd_bf16_dqfp8_syfp32_nb65536_1p_v8", 4),  # a dynamic one twice
+    ("layernorm_fwd_bf16_dqint8_syfp32_nb16384_1p_v8", 4),  # kept, all eight vectors a step
+    ("layernorm_fwd_fp16_dqint8_syfp32_nb16384_1p_v8", 0),  # ... fp16: spilled
+    ("layernorm_fwd_bf16_dqint8_syfp32_nb8192_1p_v8", 0),  # ... two a step at 48 registers: spilled
+    ("layernorm_fwd_bf16_dqint8_syfp32_nb65536_1p_v8", 0),  # LayerNorm + quant not kept: no faster
+    ("rmsnorm_fwd_bf16_nb131072_1p_v8", 0),  # six blocks an SM: no faster
+    ("layernorm_fwd_bf16_nb262144_1p_v8", 0),  # LayerNorm at 40 registers: spilled
+    ("rmsnorm_fwd_bf16_nb32768_1p_v8", 0),  # one block: no faster
+    ("rmsnorm_fwd_bf16_add1_nb65536_1p_v8", 0),  # a fused add (prefetches into L1)
+    ("rmsnorm_fwd_bf16_wfp32_nb65536_1p_v8", 0),  # fp32 columns beside a 16-bit row: not measured
+    ("rmsnorm_fwd_bf16_smfp32_dqfp8_syfp32_nb65536_1p_v8", 0),  # a smooth scale: not measured
+    ("rmsnorm_fwd_bf16_nb8192_1p_v8", 0),  # held in registers
+    ("rmsnorm_fwd_bf16_2p_v8", 0),
+])
+def test_which_staged_rows_load_their_columns_early(name, vectors):
+    assert parse_name(name).column_registers == vectors
+
+
 @pytest.mark.parametrize("name, stage_bytes, blocks", [
     ("layernorm_fwd_bf16_dqint8_syfp32_nb8192_1p_v8", 32768, 5),  # floats, one 256-thread block per row, 48 registers
     ("layernorm_fwd_bf16_nb131072_1p_v8", 32768, 6),  # plain, clusters of eight: 40 registers
