@@ -815,6 +815,17 @@ CANDIDATES = {  # name: (bench op, dtype, N, candidates)
                         ("rmsnorm+fp8static", DType.BF16, 262144), ("rmsnorm", DType.FP16, 262144),
                         ("rmsnorm", DType.FP16, 524288), ("rmsnorm", DType.FP16, 131072),
                         ("layernorm+fp8", DType.FP16, 16384), ("rmsnorm+fp8", DType.FP16, 262144)]},
+    # LayerNorm + int8's kept rows at 8192 (48 registers, five blocks an SM, two vectors a
+    # step) with early columns, and at 64 registers (four blocks). H100, eighteenth session,
+    # committed / colreg2 / keepu4 / keepu4 colreg2 / keepu4 colreg4 / b4 keepu4 / b4 keepu4
+    # colreg2 / committed: 0.901 / 0.922 / 0.828 / 0.928 / 0.825 / 0.896 / 0.888 / 0.912. Every
+    # candidate at 48 registers with more vectors a step or early columns spilled (NVRTC 13.0:
+    # 24-96 bytes; 13.5: 40-72), b4 keepu4 too (24 bytes); b4 keepu4 colreg2, which did not,
+    # ran no faster. Nothing committed.
+    "colreg8192": ("layernorm+int8", DType.BF16, 8192,
+                   [committed("layernorm+int8", DType.BF16, 8192, *p)
+                    for p in ((), ("colreg2",), ("keepu4",), ("keepu4", "colreg2"), ("keepu4", "colreg4"),
+                              ("b4", "keepu4"), ("b4", "keepu4", "colreg2"), ())]),
 }
 
 
@@ -1064,10 +1075,12 @@ def candidate(op, x, n, cand):
     tiles.BUCKETS = tuple(sorted({*tiles.BUCKETS, n}))  # a candidate may be a bucket of its own
     # a bK patch is the tile's register budget too (a register-held one under 128 is lean)
     budget = [tiles.REGISTERS_PER_SM // (threads * rows * int(m[1])) for m in map(BLOCKS.match, patch) if m]
-    tiles.ONE_PASS_TILES[x.itemsize][n] = (threads, rows, cluster, staged, *budget)
+    entry = (threads, rows, cluster, staged, *budget)
+    tiles.ONE_PASS_TILES[x.itemsize][n] = entry
     tiles.ONE_PASS_MAX_N[x] = max(saved[2], n)  # a candidate may take a row past the one-pass range
-    for t in special:  # the candidate serves every op
-        t.get(x.itemsize, {}).pop(n, None)
+    for t in special:  # the candidate serves every op; in an op's own table its budget holds for fused ops too
+        if n in t.get(x.itemsize, {}):
+            t[x.itemsize][n] = entry
     if NOKEEP in patch:
         tiles.KEEP_STAGE_BYTES = 0
     for m in filter(None, map(KEEP.match, patch)):
