@@ -826,6 +826,14 @@ CANDIDATES = {  # name: (bench op, dtype, N, candidates)
                    [committed("layernorm+int8", DType.BF16, 8192, *p)
                     for p in ((), ("colreg2",), ("keepu4",), ("keepu4", "colreg2"), ("keepu4", "colreg4"),
                               ("b4", "keepu4"), ("b4", "keepu4", "colreg2"), ())]),
+    # early columns (committed) with the rest of the first output step's columns prefetched
+    # into L1 (colpfK), the committed tile first and last. H100, eighteenth session, committed /
+    # colpf4 / colpf8 / committed: RMSNorm 65536 0.951 / 0.924 / 0.910 / 0.939, RMSNorm + fp8
+    # 0.919 / 0.904 / 0.910 / 0.907, LayerNorm 0.934 / 0.927 / 0.846 / 0.925, LayerNorm + int8
+    # 16384 0.917 / 0.903 / 0.900 / 0.918. Slower everywhere; not kept.
+    **{f"colpfreg{op}{x.value}{n}": (op, x, n, [committed(op, x, n, *p) for p in ((), ("colpf4",), ("colpf8",), ())])
+       for op, x, n in [("rmsnorm", DType.BF16, 65536), ("rmsnorm+fp8", DType.BF16, 65536),
+                        ("layernorm", DType.BF16, 65536), ("layernorm+int8", DType.BF16, 16384)]},
 }
 
 
