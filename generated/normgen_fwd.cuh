@@ -854,7 +854,7 @@ __device__ __forceinline__ void output_step(int i0, const Params& p, const Stats
       if constexpr (kHeld) {
         outputs<K, P, V>(out, p, st, d, c, i);
       } else if (b < Early::kCount) {
-        outputs<K, (Early::kCount > 0 ? Early::kCount : 1), V>(out, p, st, d, early.c, b);
+        outputs<K>(out, p, st, d, early.c, b);
       } else {
         Columns<K, 1, V> ci;
         ci.load_epilogue(p, 0, cols(i));
@@ -883,7 +883,8 @@ __device__ __forceinline__ void for_each_output(const Params& p, const Stats& st
     i0 = U;
   }
 #pragma unroll 1
-  for (; i0 < P; i0 += U) output_step<K, P, V, kHeld, kCentred, U>(i0, p, st, load, cols, c, fn, EarlyColumns<K, 0, V>{});
+  for (; i0 < P; i0 += U)
+    output_step<K, P, V, kHeld, kCentred, U>(i0, p, st, load, cols, c, fn, EarlyColumns<K, 0, V>{});
 }
 
 // The largest |output| among this thread's vectors of a row (0 for none); U as in

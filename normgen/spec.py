@@ -194,7 +194,8 @@ class KernelSpec:
             light_step = self.tile.cluster == 1 and self.output_step == self.tile.repeat
             return min(4, self.output_step) if light_step and self.x == DType.BF16 else 0
         crowded = self.min_blocks_per_sm > 4
-        if self.op.quant_ln or self.tile.cluster == 1 or crowded or (self.norm == Norm.LAYERNORM and self.tile.registers < 64):
+        lean_layernorm = self.norm == Norm.LAYERNORM and self.tile.registers < 64
+        if self.op.quant_ln or self.tile.cluster == 1 or crowded or lean_layernorm:
             return 0
         return min(4 if self.quant == Quant.DYNAMIC else 2, self.output_step)
 

@@ -20,9 +20,11 @@ instead of the spec's choice, and the tile's register budget so (a register-held
 for fewer than 128 is lean: tiles.Tile.lean), "keepK": LayerNorm + quant's staged rows kept
 as floats where they take at most K KB a block, "sK": launched with K KB of shared memory
 per block (fewer blocks per SM), "cK": launched preferring K% of L1 + shared memory as
-shared memory (fewer blocks per SM, the same L1 per block), or "nokeep": LayerNorm + quant's
+shared memory (fewer blocks per SM, the same L1 per block), "nokeep": LayerNorm + quant's
 staged rows not kept as floats, "keepuK": LayerNorm + quant's kept rows' output passes K
-vectors at a time (tiles.kept_output_step). Without a bK patch a candidate's tile gets
+vectors at a time (tiles.kept_output_step), or "colregK": staged rows' first K vectors'
+per-column vectors loaded before the reduction (spec.column_registers; colreg0: none).
+Without a bK patch a candidate's tile gets
 Tile.registers' default budget (64 registers staged, 128 in registers). Clusters of more
 than 8 blocks (16: non-portable) are allowed at load (runtime._load).
 CANDIDATES holds the last experiment run."""
@@ -128,7 +130,7 @@ CARVEOUT = re.compile(r"c(\d+)$")  # launched preferring this percentage of L1 +
 NOKEEP = "nokeep"  # LayerNorm + quant's staged rows not kept as floats (tiles.KEEP_STAGE_BYTES 0)
 TWO_PASS = "2p"  # in a candidate's `staged` place: the two-pass pipeline, `threads` a block
 KEEP = re.compile(r"keep(\d+)$")  # ... kept as floats up to this many KB a block (tiles.KEEP_STAGE_BYTES)
-COLUMN_REGISTERS = re.compile(r"colreg(\d+)$")  # staged rows load K vectors' columns into registers before the reduction
+COLUMN_REGISTERS = re.compile(r"colreg(\d+)$")  # staged rows load K vectors' columns early (spec.column_registers)
 KEPT_STEP = re.compile(r"keepu(\d+)$")  # ... whose output passes take this many vectors at a time (tiles.kept_output_step)
 
 
@@ -778,7 +780,8 @@ CANDIDATES = {  # name: (bench op, dtype, N, candidates)
     **{f"colreg{op}{x.value}{n}": (op, x, n, [committed(op, x, n, f"colreg{k}") for k in (0, *ks, 0)])
        for op, x, n, ks in [("rmsnorm", DType.BF16, 65536, (2, 4, 8)), ("rmsnorm", DType.FP16, 65536, (2, 4, 8)),
                             ("rmsnorm+fp8", DType.BF16, 65536, (2, 4, 8)), ("layernorm", DType.BF16, 65536, (2,)),
-                            ("layernorm+int8", DType.BF16, 16384, (2, 4)), ("layernorm+int8", DType.FP16, 16384, (2, 4)),
+                            ("layernorm+int8", DType.BF16, 16384, (2, 4)),
+                            ("layernorm+int8", DType.FP16, 16384, (2, 4)),
                             ("add+rmsnorm", DType.BF16, 65536, (2, 4)), ("add+layernorm", DType.BF16, 65536, (2,)),
                             ("rmsnorm", DType.BF16, 131072, (2,)), ("rmsnorm", DType.BF16, 262144, (2,)),
                             ("rmsnorm", DType.BF16, 32768, (2, 4, 8)),
@@ -1041,7 +1044,7 @@ PATCHES = {  # name: [(old, new), ...]
 
 def patched(files: dict, names) -> dict:
     """The rendered files with PATCHES' replacements (each must apply) in the header, and
-    a residency patch's launch bounds in the instances."""
+    a residency patch's launch bounds and a colregK patch's early columns in the instances."""
     files = dict(files)
     header = files[codegen.HEADER]
     for name in names:
@@ -1050,8 +1053,8 @@ def patched(files: dict, names) -> dict:
         if m := COLUMN_REGISTERS.match(name):
             for f in files:
                 if f.endswith(".cu"):
-                    files[f] = re.sub(r"kColumnRegisters = \d+;", f"kColumnRegisters = ({m[1]} < kOutputStep ? {m[1]} : kOutputStep);",
-                                      files[f])
+                    early = f"({m[1]} < kOutputStep ? {m[1]} : kOutputStep)"  # at most a step
+                    files[f] = re.sub(r"kColumnRegisters = \d+;", f"kColumnRegisters = {early};", files[f])
             continue
         if m := BLOCKS.match(name):
             for f in files:
