@@ -135,11 +135,14 @@ KEPT_STEP = re.compile(r"keepu(\d+)$")  # ... whose output passes take this many
 
 
 def committed(op, x, n, *patches, grid=None):
-    """The committed tile of op's instance at N as a candidate: its grid (or `grid`), built
-    for its residency (a "bK" patch, unless `patches` name one), with `patches` after it."""
+    """The committed tile of op's instance at N as a candidate: its grid (or `grid`), its
+    register budget where the table gives one (as a "bK" patch, the tile's residency, unless
+    `patches` name one), with `patches` after it. The candidate's spec then builds it as the
+    committed spec does (spec.min_blocks_per_sm: a bK patch would override that)."""
     spec = replace(call_spec(op, x), pipeline=Pipeline.ONE_PASS, bucket=n, vec=x.vmax)
     t = spec.tile
-    budget = () if any(map(BLOCKS.match, patches)) else (f"b{spec.min_blocks_per_sm}",)
+    default = t.registers == (64 if t.stage_bytes else 128)  # Tile.registers' default: no budget to pass
+    budget = () if default or any(map(BLOCKS.match, patches)) else (f"b{t.min_blocks_per_sm}",)
     return (t.threads_per_row, t.rows_per_block, t.cluster, bool(t.stage_bytes),
             grid or ("res" if t.resident else t.waves), *budget, *patches)
 

@@ -2,16 +2,17 @@
 import importlib.util
 import os
 import shlex
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
-from normgen import codegen
+from normgen import bench, codegen
 from normgen.cli import main
 from normgen.matrix import AXES, select
 from normgen.spec import parse_name
-from normgen.types import DType
+from normgen.types import DType, Pipeline
 
 
 def run(*args):
@@ -175,13 +176,18 @@ def test_templates_are_strict():
         codegen._env.from_string("{{ no_such_thing }}").render()
 
 
-def test_tuning_patches_apply_to_the_rendered_header():
-    """scripts/tune_tiles.py tries kernel changes as text replacements in the header; a
-    replacement that no longer matches the template would fail only on the GPU machine."""
+def _tune_tiles():
     path = Path(__file__).resolve().parent.parent / "scripts" / "tune_tiles.py"
     mod_spec = importlib.util.spec_from_file_location("tune_tiles", path)
     tune = importlib.util.module_from_spec(mod_spec)
     mod_spec.loader.exec_module(tune)
+    return tune
+
+
+def test_tuning_patches_apply_to_the_rendered_header():
+    """scripts/tune_tiles.py tries kernel changes as text replacements in the header; a
+    replacement that no longer matches the template would fail only on the GPU machine."""
+    tune = _tune_tiles()
     files = codegen.outputs(select())
     for name in tune.PATCHES:
         assert tune.patched(files, [name])[codegen.HEADER] != files[codegen.HEADER], name
@@ -193,6 +199,24 @@ def test_tuning_patches_apply_to_the_rendered_header():
         for _, _, _, _, _, *patches in cands:
             assert all(p in tune.PATCHES or p == tune.NOKEEP or any(r.match(p) for r in known)
                        for p in patches), patches
+
+
+def test_tuning_candidates_of_the_committed_tiles_are_the_committed_kernels():
+    """tune_tiles' committed(op, x, n) times the instance the benchmark calls: its rendered
+    instance is the committed one, for every benchmarked row and tune_tiles' other ops (a
+    candidate's tile table entry and register budget must lead to the same decisions:
+    output step, early columns, lean build, launch bounds)."""
+    tune = _tune_tiles()
+    rows = {op: (dtypes, ns) for op, (dtypes, ns, *_) in bench.OPS.items()}
+    rows.update({op: (("bfloat16",), bench.BIG_N[:7]) for op in tune.EXTRA_OPS})
+    for op, (dtypes, ns) in rows.items():
+        for x in (d for d in DType if d.is_float_input and d.numpy.name in dtypes):
+            for n in ns:
+                spec = replace(tune.call_spec(op, x), pipeline=Pipeline.ONE_PASS, bucket=n, vec=x.vmax)
+                cand = tune.committed(op, x, n)
+                with tune.candidate(op, x, n, cand) as (_, files):
+                    rendered = tune.patched(files, cand[5:])[spec.file_name]
+                assert rendered == codegen.outputs([spec])[spec.file_name], (op, x, n, cand)
 
 
 def test_extra_selections_are_valid_and_not_empty():
