@@ -832,6 +832,17 @@ CANDIDATES = {  # name: (bench op, dtype, N, candidates)
                    [committed("layernorm+int8", DType.BF16, 8192, *p)
                     for p in ((), ("colreg2",), ("keepu4",), ("keepu4", "colreg2"), ("keepu4", "colreg4"),
                               ("b4", "keepu4"), ("b4", "keepu4", "colreg2"), ())]),
+    # one vector's columns early (colreg1) where two spilled, or two where four did, the
+    # committed tile first, alternating twice. H100, eighteenth session: LayerNorm bf16 262144
+    # 0.877-0.878 / 0.877-0.878, fp16 0.879 / 0.879, 524288 0.821-0.831 / 0.805-0.810;
+    # LayerNorm + int8 fp16 16384 (two) 0.904-0.905 / 0.906-0.913; 8192 (one; spilled 32
+    # bytes under NVRTC 13.0, none under 13.5) 0.904-0.905 / 0.843-0.846. Even or slower;
+    # LayerNorm + int8 at 32768 and 65536 and LayerNorm 131072 spilled with one under 13.5
+    # (8-16 bytes), not timed. Nothing committed.
+    **{f"colreg1{op}{x.value}{n}": (op, x, n, [committed(op, x, n, *p) for p in ((), (f"colreg{k}",)) * 2])
+       for op, x, n, k in [("layernorm", DType.BF16, 262144, 1), ("layernorm", DType.BF16, 524288, 1),
+                           ("layernorm", DType.FP16, 262144, 1), ("layernorm+int8", DType.FP16, 16384, 2),
+                           ("layernorm+int8", DType.BF16, 8192, 1)]},
     # early columns (committed) with the rest of the first output step's columns prefetched
     # into L1 (colpfK), the committed tile first and last. H100, eighteenth session, committed /
     # colpf4 / colpf8 / committed: RMSNorm 65536 0.951 / 0.924 / 0.910 / 0.939, RMSNorm + fp8
