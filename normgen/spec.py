@@ -182,12 +182,14 @@ class KernelSpec:
         Not elsewhere: six blocks an SM (16-bit RMSNorm 131072) even (0.907-0.916 /
         0.914-0.917, fp16 0.912-0.925 / 0.913-0.925), and spilled 8 bytes with mean/rstd
         (NVRTC 13.0); one-block rows at 32768 even (RMSNorm 0.963-0.979 / 0.966-0.981,
-        RMSNorm + fp8 0.965-0.976 / 0.957-0.975); fp16 kept rows spilled 16 bytes (NVRTC
-        13.0; 0.904-0.915 / 0.908-0.929); LayerNorm + quant's other rows spilled 8 bytes
-        with two (NVRTC 13.5) and ran even or slower (32768 0.833 / 0.814, 65536 0.727 /
-        0.730); 16-bit LayerNorm at 40 registers spilled 28 bytes and ran slower at 262144
-        (0.881-0.883 / 0.847); fused adds, which prefetch into L1 instead (column_prefetch),
-        even (add + RMSNorm 65536 0.960-0.971 / 0.971)."""
+        RMSNorm + fp8 0.965-0.976 / 0.957-0.975); fp16 kept rows spilled 16 bytes with four
+        (NVRTC 13.0; 0.904-0.915 / 0.908-0.929) and ran even with two (0.904-0.905 /
+        0.906-0.913); LayerNorm + quant's other rows spilled 8-16 bytes with one or two
+        (NVRTC 13.5) and ran even or slower (32768 0.833 / 0.814, 65536 0.727 / 0.730);
+        16-bit LayerNorm at 40 registers spilled 28 bytes with two and ran slower at 262144
+        (0.881-0.883 / 0.847), with one even there and slower at 524288 (0.821-0.831 /
+        0.805-0.810); fused adds, which prefetch into L1 instead (column_prefetch), even (add
+        + RMSNorm 65536 0.960-0.971 / 0.971)."""
         if self.pipeline != Pipeline.ONE_PASS or not self.tile.stage_bytes or not self.light_columns:
             return 0
         if self.keep_outputs:

@@ -34,7 +34,8 @@ def _compile(job):
 
 def main(globs, step=0, early=False):
     _set_step(step)
-    names = [s.name for s in matrix.select(matrix.Selection(include=tuple(globs))) if s.column_registers or not early]
+    specs = matrix.select(matrix.Selection(include=tuple(globs)))
+    names = [s.name for s in specs if s.column_registers or not early]
     folder = tempfile.mkdtemp()
     jobs = [(n, folder, step) for n in names]
     ctx = multiprocessing.get_context("spawn")
