@@ -1061,20 +1061,21 @@ def patched(files: dict, names) -> dict:
     a residency patch's launch bounds and a colregK patch's early columns in the instances."""
     files = dict(files)
     header = files[codegen.HEADER]
+
+    def in_instances(pattern, repl):
+        for f in files:
+            if f.endswith(".cu"):
+                files[f] = re.sub(pattern, repl, files[f])
+
     for name in names:
         if SHARED.match(name) or CARVEOUT.match(name) or name == NOKEEP or KEEP.match(name) or KEPT_STEP.match(name):
             continue  # applied at launch, or to the tile (time_candidate)
         if m := COLUMN_REGISTERS.match(name):
-            for f in files:
-                if f.endswith(".cu"):
-                    early = f"({m[1]} < kOutputStep ? {m[1]} : kOutputStep)"  # at most a step
-                    files[f] = re.sub(r"kColumnRegisters = \d+;", f"kColumnRegisters = {early};", files[f])
+            early = f"({m[1]} < kOutputStep ? {m[1]} : kOutputStep)"  # at most a step
+            in_instances(r"kColumnRegisters = \d+;", f"kColumnRegisters = {early};")
             continue
         if m := BLOCKS.match(name):
-            for f in files:
-                if f.endswith(".cu"):
-                    files[f] = re.sub(r"__launch_bounds__\((\d+), \d+\)", rf"__launch_bounds__(\1, {m[1]})",
-                                      files[f])
+            in_instances(r"__launch_bounds__\((\d+), \d+\)", rf"__launch_bounds__(\1, {m[1]})")
             continue
         for old, new in PATCHES[name]:
             assert old in header, (name, old)
