@@ -851,6 +851,27 @@ CANDIDATES = {  # name: (bench op, dtype, N, candidates)
     **{f"colpfreg{op}{x.value}{n}": (op, x, n, [committed(op, x, n, *p) for p in ((), ("colpf4",), ("colpf8",), ())])
        for op, x, n in [("rmsnorm", DType.BF16, 65536), ("rmsnorm+fp8", DType.BF16, 65536),
                         ("layernorm", DType.BF16, 65536), ("layernorm+int8", DType.BF16, 16384)]},
+    # The next row ahead (aheadK: patches/row_ahead.json): a staged row loads the next row's
+    # first K vectors (and LayerNorm's pilot) into registers before its own reduction, so
+    # that their DRAM wait overlaps this row's barriers and output passes (as register-held
+    # rows' next row does). The committed tile first and last. H100, nineteenth session
+    # (copy 2972 GB/s; --check: outputs bit-identical), committed / K / K' / committed:
+    # RMSNorm 65536 (2, 4) 0.942 / 0.930 / 0.935 / 0.946, RMSNorm + fp8 65536 0.904 / 0.872 /
+    # 0.856 / 0.906, LayerNorm + int8 65536 (one block an SM) 0.702 / 0.681 / 0.656 / 0.702,
+    # 32768 0.815 / 0.764 / 0.772 / 0.814, LayerNorm 65536 0.925 / 0.927 / 0.906 / 0.926,
+    # RMSNorm 131072 (40 registers) 0.910 / 0.917 / 0.856 / 0.915, add + LayerNorm 65536 (1,
+    # 2) 0.957 / 0.930 / 0.755 / 0.952. Under NVRTC 13.5, spilled: LayerNorm + int8 16384's
+    # kept rows (44-60 bytes), LayerNorm 65536 with four (16), 262144 at 40 registers
+    # (16-80), add + LayerNorm with two (160). Even or slower everywhere: nothing kept. The
+    # loads held across the reduction and output passes take registers the output passes'
+    # own loads ahead of their arithmetic need, and the other block on the SM already
+    # overlaps this one's barriers.
+    **{f"ahead{op}{x.value}{n}": (op, x, n, [committed(op, x, n, *p) for p in ((), *((f"ahead{k}",) for k in ks), ())])
+       for op, x, n, ks in [("rmsnorm", DType.BF16, 65536, (2, 4)), ("rmsnorm+fp8", DType.BF16, 65536, (2, 4)),
+                            ("layernorm", DType.BF16, 65536, (2, 4)), ("layernorm+int8", DType.BF16, 65536, (2, 4)),
+                            ("layernorm+int8", DType.BF16, 32768, (2, 4)), ("layernorm+int8", DType.BF16, 16384, (2, 4)),
+                            ("rmsnorm", DType.BF16, 131072, (2, 4)), ("layernorm", DType.BF16, 262144, (2, 4)),
+                            ("add+layernorm", DType.BF16, 65536, (1, 2))]},
 }
 
 
@@ -906,6 +927,14 @@ def cluster_push(variant: str) -> list:
     """The replacements of patches/cluster_push.json's `variant`."""
     pairs = json.loads((Path(__file__).parent / "patches" / "cluster_push.json").read_text())[variant]
     return [tuple(pair) for pair in pairs]
+
+
+def row_ahead(k: int) -> list:
+    """The replacements of patches/row_ahead.json (an experiment kept outside the template)
+    by which a staged row loads the next row's first k vectors (and LayerNorm's pilot) into
+    registers before its own reduction."""
+    pairs = json.loads((Path(__file__).parent / "patches" / "row_ahead.json").read_text())["ahead"]
+    return [(old, new.replace("AHEAD", str(k))) for old, new in pairs]
 
 
 def load_hint(policy: str = "", l1: str = "") -> list:
@@ -1017,6 +1046,9 @@ PATCHES = {  # name: [(old, new), ...]
     # combines (push), or the first warp does and a block barrier hands the others the total
     # (push0); patches/cluster_push.json, an experiment kept outside the template
     **{name: cluster_push(name) for name in ("push", "push0")},
+    # a staged row loads the next row's first K vectors (and LayerNorm's pilot) into registers
+    # before its own reduction (patches/row_ahead.json, an experiment kept outside the template)
+    **{f"ahead{k}": row_ahead(k) for k in (1, 2, 4)},
     # the first wave's clusters of odd index start K00 ns late (timing only): their phases off
     # those of their neighbours' from the launch's start
     **{f"stag{k}": [("    constexpr bool kSumsWhileStaging = K::kNorm == Norm::LAYERNORM;",
