@@ -851,6 +851,37 @@ CANDIDATES = {  # name: (bench op, dtype, N, candidates)
     **{f"colpfreg{op}{x.value}{n}": (op, x, n, [committed(op, x, n, *p) for p in ((), ("colpf4",), ("colpf8",), ())])
        for op, x, n in [("rmsnorm", DType.BF16, 65536), ("rmsnorm+fp8", DType.BF16, 65536),
                         ("layernorm", DType.BF16, 65536), ("layernorm+int8", DType.BF16, 16384)]},
+    # LayerNorm + int8's tiles at 32768 and 65536 again, on the eighteenth session's kernel:
+    # the committed tile first and last, then clusters (kept as floats where a block's float
+    # row takes at most 64 KB, or with keep128). H100, nineteenth session (copy 2982 GB/s),
+    # in the order listed: 65536 0.694 / 0.664 / 0.654 (kept) / 0.535 (kept) / 0.492 / 0.548
+    # (kept) / 0.571 (kept) / 0.701; 32768 0.821 / 0.682 / 0.746 (kept; 24 bytes spilled
+    # under NVRTC 13.5) / 0.734 (kept) / 0.620 (kept) / 0.602 (kept) / 0.822. The committed
+    # tiles stay.
+    "lnqtiles65536": ("layernorm+int8", DType.BF16, 65536,
+                      [committed("layernorm+int8", DType.BF16, 65536), (512, 1, 2, True, 4), (256, 1, 4, True, 4),
+                       (512, 1, 4, True, 4), (1024, 1, 2, True, 4), (1024, 1, 2, True, 4, "keep128"),
+                       (256, 1, 8, True, 4), committed("layernorm+int8", DType.BF16, 65536)]),
+    "lnqtiles32768": ("layernorm+int8", DType.BF16, 32768,
+                      [committed("layernorm+int8", DType.BF16, 32768), (1024, 1, 1, True, 16),
+                       (1024, 1, 1, True, 16, "keep128"), (256, 1, 2, True, 4), (512, 1, 2, True, 4),
+                       (256, 1, 4, True, 4), committed("layernorm+int8", DType.BF16, 32768)]),
+    # gamma and beta always loaded (nonull, timing only: what passing a buffer of ones or
+    # zeros for an absent gamma or beta would give), alternating twice, committed first.
+    # H100, nineteenth session (copy 2954 GB/s; NVRTC 13.0 spilled nothing, 13.5 8-16 bytes
+    # at LayerNorm + int8 16384-65536), committed / nonull: LayerNorm + int8 65536
+    # 0.715-0.716 / 0.734-0.735, 32768 0.832-0.837 / 0.837-0.847, 16384 0.918-0.921 /
+    # 0.908-0.909, + fp8 16384 0.919-0.922 / 0.909-0.911, + int8 8192 0.910-0.911 /
+    # 0.903-0.904; LayerNorm 65536 0.935-0.937 / 0.933-0.936, 262144 0.884 / 0.882; RMSNorm
+    # 65536 0.957-0.958 / 0.956-0.957, RMSNorm + fp8 65536 0.919-0.921 / 0.911-0.912. A gain
+    # at LayerNorm + int8 65536 alone (+0.02), slower elsewhere: not worth a host buffer of
+    # ones and zeros for absent columns.
+    **{f"nonull{op}{x.value}{n}": (op, x, n, [committed(op, x, n, *p) for p in ((), ("nonull",)) * 2])
+       for op, x, n in [("layernorm+int8", DType.BF16, 32768), ("layernorm+int8", DType.BF16, 65536),
+                        ("layernorm+int8", DType.BF16, 16384), ("layernorm+fp8", DType.BF16, 16384),
+                        ("layernorm+int8", DType.BF16, 8192), ("layernorm", DType.BF16, 65536),
+                        ("layernorm", DType.BF16, 262144), ("rmsnorm", DType.BF16, 65536),
+                        ("rmsnorm+fp8", DType.BF16, 65536)]},
     # The next row ahead (aheadK: patches/row_ahead.json): a staged row loads the next row's
     # first K vectors (and LayerNorm's pilot) into registers before its own reduction, so
     # that their DRAM wait overlaps this row's barriers and output passes (as register-held
@@ -1055,6 +1086,9 @@ PATCHES = {  # name: [(old, new), ...]
                      "    if (row == cluster_index() && row % 2 == 1 && row < cluster_count() / 4) "
                      f"__nanosleep({k}00);\n"
                      "    constexpr bool kSumsWhileStaging = K::kNorm == Norm::LAYERNORM;")] for k in (20, 40, 80)},
+    # timing only (unsafe without both): gamma and beta loaded without testing for null
+    "nonull": [("if (p.gamma != nullptr) {\n      g.load", "if (true) {\n      g.load"),
+               ("if (p.beta != nullptr) {\n        b.load", "if (true) {\n        b.load")],
     # no prefetch of the next row
     "nopf": [("constexpr bool kPrefetchRow = !K::kLean &&", "constexpr bool kPrefetchRow = false &&")],
     # per-column vectors loaded per row, not held in registers
