@@ -882,6 +882,16 @@ CANDIDATES = {  # name: (bench op, dtype, N, candidates)
                         ("layernorm+int8", DType.BF16, 8192), ("layernorm", DType.BF16, 65536),
                         ("layernorm", DType.BF16, 262144), ("rmsnorm", DType.BF16, 65536),
                         ("rmsnorm+fp8", DType.BF16, 65536)]},
+    # every warp combining the cluster's partials (warpcl), alternating three times. H100,
+    # nineteenth session (copy 2980 GB/s; outputs bit-identical), committed / warpcl: RMSNorm
+    # 65536 0.935-0.943 / 0.941-0.943, RMSNorm + fp8 0.914-0.915 / 0.915-0.919, LayerNorm
+    # 0.928-0.934 / 0.923-0.928, RMSNorm 262144 0.911-0.929 / 0.926, LayerNorm 262144
+    # 0.877-0.878 / 0.858-0.860, add + RMSNorm 65536 0.966-0.969 / 0.962-0.966. The block
+    # barrier it saves was not what the cluster exchange costs: not kept.
+    **{f"warpcl{op}{x.value}{n}": (op, x, n, [committed(op, x, n, *p) for p in ((), ("warpcl",)) * 3])
+       for op, x, n in [("rmsnorm", DType.BF16, 65536), ("rmsnorm+fp8", DType.BF16, 65536),
+                        ("layernorm", DType.BF16, 65536), ("rmsnorm", DType.BF16, 262144),
+                        ("layernorm", DType.BF16, 262144), ("add+rmsnorm", DType.BF16, 65536)]},
     # The next row ahead (aheadK: patches/row_ahead.json): a staged row loads the next row's
     # first K vectors (and LayerNorm's pilot) into registers before its own reduction, so
     # that their DRAM wait overlaps this row's barriers and output passes (as register-held
@@ -1086,6 +1096,15 @@ PATCHES = {  # name: [(old, new), ...]
                      "    if (row == cluster_index() && row % 2 == 1 && row < cluster_count() / 4) "
                      f"__nanosleep({k}00);\n"
                      "    constexpr bool kSumsWhileStaging = K::kNorm == Norm::LAYERNORM;")] for k in (20, 40, 80)},
+    # every warp combines the cluster's block partials itself (remote loads by each warp's
+    # first C lanes) instead of the first warp, which a block barrier then hands the total to
+    "warpcl": [("    if (threadIdx.x < 32) {\n      float t[K];\n#pragma unroll\n"
+                "      for (int k = 0; k < K; ++k) t[k] = load_cluster(&sh.block[k], threadIdx.x % C);",
+                "    {\n      float t[K];\n#pragma unroll\n"
+                "      for (int k = 0; k < K; ++k) t[k] = load_cluster(&sh.block[k], threadIdx.x % C);"),
+               ("      if (threadIdx.x == 0) {\n#pragma unroll\n        for (int k = 0; k < K; ++k) sh.cluster[k] = t[k];\n"
+                "      }\n    }\n    __syncthreads();\n#pragma unroll\n    for (int k = 0; k < K; ++k) v[k] = sh.cluster[k];",
+                "#pragma unroll\n      for (int k = 0; k < K; ++k) v[k] = t[k];\n    }")],
     # timing only (unsafe without both): gamma and beta loaded without testing for null
     "nonull": [("if (p.gamma != nullptr) {\n      g.load", "if (true) {\n      g.load"),
                ("if (p.beta != nullptr) {\n        b.load", "if (true) {\n        b.load")],
