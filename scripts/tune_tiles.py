@@ -892,6 +892,38 @@ CANDIDATES = {  # name: (bench op, dtype, N, candidates)
        for op, x, n in [("rmsnorm", DType.BF16, 65536), ("rmsnorm+fp8", DType.BF16, 65536),
                         ("layernorm", DType.BF16, 65536), ("rmsnorm", DType.BF16, 262144),
                         ("layernorm", DType.BF16, 262144), ("add+rmsnorm", DType.BF16, 65536)]},
+    # cluster barriers with the release fence in every warp (allrel: the kernel before), with
+    # none (relaxed, timing only: unsafe), and in the first warp alone (committed since,
+    # cluster_sync). H100, nineteenth session (copy 2971 GB/s), allrel / relaxed / first warp:
+    # RMSNorm 65536 0.955 / 0.966 / 0.953, 0.953 / 0.954 (outputs differed) / 0.939; RMSNorm +
+    # fp8 0.897 / 0.951 / 0.935, 0.920 / 0.950 / 0.934; LayerNorm 0.927 / 0.950 / 0.952, then
+    # relaxed crashed (unspecified launch failure) and the call ended. The fence of 15 warps of
+    # 16 costs most of what the fence costs.
+    **{f"relax{op}{x.value}{n}": (op, x, n, [committed(op, x, n, *p) for p in (("allrel",), ("relaxed",), ()) * 2])
+       for op, x, n in [("rmsnorm", DType.BF16, 65536), ("rmsnorm+fp8", DType.BF16, 65536),
+                        ("layernorm", DType.BF16, 65536), ("rmsnorm", DType.BF16, 262144),
+                        ("layernorm", DType.BF16, 262144), ("layernorm", DType.BF16, 131072)]},
+    # the release fence in every warp (allrel) against the first warp's alone (committed since:
+    # cluster_sync), alternating twice. H100, nineteenth session (copy 2962 GB/s; outputs
+    # bit-identical): RMSNorm bf16 65536 0.950-0.953 / 0.957-0.959, fp16 0.951-0.957 /
+    # 0.959-0.960, + fp8 0.912-0.914 / 0.927-0.933, 262144 0.844-0.855 / 0.863-0.867;
+    # LayerNorm bf16 65536 0.927-0.933 / 0.945-0.948, fp16 0.930-0.933 / 0.949-0.950, fp32
+    # 0.924-0.925 / 0.938; add + LayerNorm 65536 0.963-0.967 / 0.963-0.964, add + RMSNorm
+    # 0.964-0.971 / 0.971-0.975; RMSNorm 131072 0.911-0.914 / 0.913-0.914, 262144 0.918-0.926
+    # / 0.924-0.938, 524288 0.883-0.892 / 0.907-0.914; LayerNorm 131072 0.907-0.908 / 0.914,
+    # 262144 0.877-0.881 / 0.888-0.897, 524288 0.824-0.826 / 0.833-0.836, fp32 262144
+    # 0.822-0.826 / 0.820-0.822; add + LayerNorm + int8 65536 (one block a row: no cluster)
+    # 0.851-0.860 / 0.852-0.853.
+    **{f"w0r{op}{x.value}{n}": (op, x, n, [committed(op, x, n, *p) for p in (("allrel",), ()) * 2])
+       for op, x, n in [("rmsnorm", DType.BF16, 65536), ("rmsnorm", DType.FP16, 65536),
+                        ("rmsnorm+fp8", DType.BF16, 65536), ("layernorm", DType.BF16, 65536),
+                        ("layernorm", DType.FP16, 65536), ("add+layernorm", DType.BF16, 65536),
+                        ("add+rmsnorm", DType.BF16, 65536), ("rmsnorm", DType.BF16, 131072),
+                        ("rmsnorm", DType.BF16, 262144), ("rmsnorm", DType.BF16, 524288),
+                        ("layernorm", DType.BF16, 131072), ("layernorm", DType.BF16, 262144),
+                        ("layernorm", DType.BF16, 524288), ("layernorm", DType.FP32, 65536),
+                        ("layernorm", DType.FP32, 262144), ("rmsnorm+fp8", DType.BF16, 262144),
+                        ("add+layernorm+int8", DType.BF16, 65536)]},
     # The next row ahead (aheadK: patches/row_ahead.json): a staged row loads the next row's
     # first K vectors (and LayerNorm's pilot) into registers before its own reduction, so
     # that their DRAM wait overlaps this row's barriers and output passes (as register-held
@@ -1042,7 +1074,8 @@ PATCHES = {  # name: [(old, new), ...]
     "batch8": [("constexpr int kPerBatch = kAdd ? 2 : 4;", "constexpr int kPerBatch = kAdd ? 4 : 8;")],
     # timing only (unsafe): LayerNorm never sums a row again around a better shift
     "noredo": [("bool again = st.far;", "bool again = false;")],
-    # timing only (unsafe): cluster barriers without the release fence (MEMBAR.ALL.GPU)
+    # timing only (unsafe): cluster barriers without the release fence (MEMBAR.ALL.GPU), in
+    # the first warp too
     "relaxed": [("barrier.cluster.arrive.release.aligned", "barrier.cluster.arrive.relaxed.aligned")],
     # y stored with the streaming hint (st.global.cs)
     "stcs": [("*reinterpret_cast<Pack<T, A>*>(p + c) = r;",
@@ -1096,6 +1129,12 @@ PATCHES = {  # name: [(old, new), ...]
                      "    if (row == cluster_index() && row % 2 == 1 && row < cluster_count() / 4) "
                      f"__nanosleep({k}00);\n"
                      "    constexpr bool kSumsWhileStaging = K::kNorm == Norm::LAYERNORM;")] for k in (20, 40, 80)},
+    # every warp's arrival at a cluster barrier with release semantics (the kernel before the
+    # nineteenth session; committed since: the first warp's alone, cluster_sync)
+    "allrel": [("  if (threadIdx.x < 32) {  // (a whole warp: `aligned` holds)\n"
+                "    asm volatile(\"barrier.cluster.arrive.release.aligned;\" ::: \"memory\");\n  } else {\n"
+                "    asm volatile(\"barrier.cluster.arrive.relaxed.aligned;\" ::: \"memory\");\n  }\n",
+                "  asm volatile(\"barrier.cluster.arrive.release.aligned;\" ::: \"memory\");\n")],
     # every warp combines the cluster's block partials itself (remote loads by each warp's
     # first C lanes) instead of the first warp, which a block barrier then hands the total to
     "warpcl": [("    if (threadIdx.x < 32) {\n      float t[K];\n#pragma unroll\n"
