@@ -344,11 +344,11 @@ template <class K> __host__ __device__ constexpr int scratch_sets() {
 }
 
 // Reduces K values with Op over the T threads that share a row in each of the C blocks of
-// a cluster (T a power of two; rows are T-aligned groups of the block). Across blocks, only
-// the first warp writes (thread 0) and reads (its first C lanes): cluster_sync relies on it. The xor butterfly
+// a cluster (T a power of two; rows are T-aligned groups of the block). The xor butterfly
 // combines the same two values in both partners, so every thread ends with the same bits;
 // warp, block and cluster partials are combined in a fixed order: results do not depend on
-// which block or which batch the row is in.
+// which block or which batch the row is in. Across blocks only the first warp writes (thread
+// 0) and reads (its first C lanes) shared memory: cluster_sync relies on it.
 template <class Op, int T, int R, int C, int K>
 __device__ __forceinline__ void row_reduce(float (&v)[K], ReduceScratch<T, R, K>& sh) {
 #pragma unroll
