@@ -147,6 +147,12 @@ def committed(op, x, n, *patches, grid=None):
             grid or ("res" if t.resident else t.waves), *budget, *patches)
 
 
+def patch_groups(prefix: str, runs, rows) -> dict:
+    """CANDIDATES groups, one per (op, dtype, N) of `rows`, named prefix + op + dtype + N: the
+    committed candidate with each of `runs`' patch tuples in turn."""
+    return {f"{prefix}{op}{x.value}{n}": (op, x, n, [committed(op, x, n, *p) for p in runs]) for op, x, n in rows}
+
+
 CANDIDATES = {  # name: (bench op, dtype, N, candidates)
     # Staged rows in fewer blocks per row. H100, 2026-11-23 (two runs, copy 2963-2985 GB/s;
     # the committed tile first, then alternatives): 16-bit 32768 cluster of two 256-thread
@@ -257,11 +263,11 @@ CANDIDATES = {  # name: (bench op, dtype, N, candidates)
     # LayerNorm + int8 16384 0.874-0.875 / 0.863 / 0.873 / 0.883; 32768 0.831-0.834 / 0.832 /
     # 0.833 / 0.836; 65536 0.706-0.707 / 0.715 / 0.707 / 0.715. Rejected: no gain beyond a
     # run's spread anywhere, large losses on the cluster rows.
-    **{f"pf2{op}{x.value}{n}": (op, x, n, [committed(op, x, n, *p) for p in ((), ("l2pfout",), ("stcs",), ("l2pfout", "stcs"), ())])
-       for op, x, n in [("layernorm", DType.BF16, 65536), ("layernorm", DType.BF16, 131072),
-                        ("layernorm", DType.BF16, 262144), ("rmsnorm", DType.BF16, 65536),
-                        ("layernorm+int8", DType.BF16, 16384), ("layernorm+int8", DType.BF16, 32768),
-                        ("layernorm+int8", DType.BF16, 65536)]},
+    **patch_groups("pf2", ((), ("l2pfout",), ("stcs",), ("l2pfout", "stcs"), ()),
+                   [("layernorm", DType.BF16, 65536), ("layernorm", DType.BF16, 131072),
+                    ("layernorm", DType.BF16, 262144), ("rmsnorm", DType.BF16, 65536),
+                    ("layernorm+int8", DType.BF16, 16384), ("layernorm+int8", DType.BF16, 32768),
+                    ("layernorm+int8", DType.BF16, 65536)]),
     # Grids for the staged rows: one cluster (block) per row (full), about two rows each (r2)
     # or 8 waves, against the committed waves (first and last; H100, copy 2984 GB/s): LayerNorm
     # bf16 65536 0.908-0.909 / full 0.892 / r2 0.899 / 8 0.906; 131072 0.889-0.893 / 0.808 /
@@ -708,26 +714,26 @@ CANDIDATES = {  # name: (bench op, dtype, N, candidates)
     # NVRTC 13.0);
     # bf16 131072 0.620-0.627 / 0.626 / 0.598, fp32 131072 0.634-0.635 / 0.621 / 0.603, fp32
     # 32768 0.803-0.811 / 0.816 / 0.805 (these at two then).
-    **{f"keepu{op}{x.value}{n}": (op, x, n, [committed(op, x, n, *p) for p in ((), ("keepu2",), ("keepu4",), ("keepu8",), ())])
-       for op, x, n in [("layernorm+int8", DType.BF16, 16384), ("layernorm+fp8", DType.BF16, 16384),
-                        ("layernorm+int8", DType.FP16, 16384), ("add+layernorm+int8", DType.BF16, 16384),
-                        ("smooth+layernorm+int8", DType.BF16, 16384), ("layernorm+int8", DType.BF16, 131072),
-                        ("layernorm+int8", DType.FP32, 32768), ("layernorm+int8", DType.FP32, 131072)]},
+    **patch_groups("keepu", ((), ("keepu2",), ("keepu4",), ("keepu8",), ()),
+                   [("layernorm+int8", DType.BF16, 16384), ("layernorm+fp8", DType.BF16, 16384),
+                    ("layernorm+int8", DType.FP16, 16384), ("add+layernorm+int8", DType.BF16, 16384),
+                    ("smooth+layernorm+int8", DType.BF16, 16384), ("layernorm+int8", DType.BF16, 131072),
+                    ("layernorm+int8", DType.FP32, 32768), ("layernorm+int8", DType.FP32, 131072)]),
     # gamma and beta prefetched into L1 before the statistics' reduction (colpfK), the
     # committed tile first and last
-    **{f"colpf{op}{x.value}{n}": (op, x, n, [committed(op, x, n, *p) for p in ((), ("colpf2",), ("colpf4",), ("colpf8",), ())])
-       for op, x, n in [("layernorm+int8", DType.BF16, 16384), ("layernorm+int8", DType.FP16, 16384),
-                        ("layernorm+int8", DType.BF16, 32768), ("layernorm+int8", DType.BF16, 65536),
-                        ("rmsnorm+fp8", DType.BF16, 65536), ("layernorm", DType.BF16, 65536),
-                        ("rmsnorm", DType.BF16, 65536), ("add+layernorm", DType.BF16, 65536)]},
-    **{f"colpfab{op}{x.value}{n}": (op, x, n, [committed(op, x, n, *p) for p in ((), ("colpf2",)) * 3])
-       for op, x, n in [("add+layernorm", DType.BF16, 65536), ("add+rmsnorm", DType.BF16, 65536),
-                        ("rmsnorm", DType.BF16, 65536), ("layernorm", DType.BF16, 65536),
-                        ("add+layernorm", DType.BF16, 32768), ("add+layernorm", DType.BF16, 131072),
-                        ("add+rmsnorm", DType.BF16, 131072), ("add+layernorm", DType.BF16, 262144),
-                        ("add+rmsnorm", DType.BF16, 262144), ("add+layernorm", DType.FP16, 65536),
-                        ("add+layernorm", DType.FP32, 65536), ("add+rmsnorm", DType.FP32, 65536),
-                        ("add+layernorm+int8", DType.BF16, 65536), ("add+layernorm+int8", DType.BF16, 32768)]},
+    **patch_groups("colpf", ((), ("colpf2",), ("colpf4",), ("colpf8",), ()),
+                   [("layernorm+int8", DType.BF16, 16384), ("layernorm+int8", DType.FP16, 16384),
+                    ("layernorm+int8", DType.BF16, 32768), ("layernorm+int8", DType.BF16, 65536),
+                    ("rmsnorm+fp8", DType.BF16, 65536), ("layernorm", DType.BF16, 65536),
+                    ("rmsnorm", DType.BF16, 65536), ("add+layernorm", DType.BF16, 65536)]),
+    **patch_groups("colpfab", ((), ("colpf2",)) * 3,
+                   [("add+layernorm", DType.BF16, 65536), ("add+rmsnorm", DType.BF16, 65536),
+                    ("rmsnorm", DType.BF16, 65536), ("layernorm", DType.BF16, 65536),
+                    ("add+layernorm", DType.BF16, 32768), ("add+layernorm", DType.BF16, 131072),
+                    ("add+rmsnorm", DType.BF16, 131072), ("add+layernorm", DType.BF16, 262144),
+                    ("add+rmsnorm", DType.BF16, 262144), ("add+layernorm", DType.FP16, 65536),
+                    ("add+layernorm", DType.FP32, 65536), ("add+rmsnorm", DType.FP32, 65536),
+                    ("add+layernorm+int8", DType.BF16, 65536), ("add+layernorm+int8", DType.BF16, 32768)]),
     # Rows in pairs (pairU: patches/one_pass_paired.cuh): each block stages two rows in
     # 16-bit and loads each vector's gamma and beta once for both, one reduction for both;
     # the committed tile first and last. Grids: one block (cluster) per pair. H100,
@@ -814,13 +820,13 @@ CANDIDATES = {  # name: (bench op, dtype, N, candidates)
     # choice that the committed one changed to none (even, or spilled under NVRTC 13.0):
     # RMSNorm fp16 131072 with two 0.913-0.925 / 0.912-0.922, LayerNorm + fp8 fp16 16384 with
     # four 0.911-0.924 / 0.906-0.910.
-    **{f"colregv{op}{x.value}{n}": (op, x, n, [committed(op, x, n, *p) for p in ((), ("colreg0",)) * 2])
-       for op, x, n in [("layernorm", DType.FP32, 131072), ("layernorm", DType.FP32, 262144),
-                        ("rmsnorm+fp8", DType.BF16, 131072), ("rmsnorm+fp8", DType.BF16, 262144),
-                        ("rmsnorm+fp8", DType.BF16, 524288), ("rmsnorm+fp8static", DType.BF16, 65536),
-                        ("rmsnorm+fp8static", DType.BF16, 262144), ("rmsnorm", DType.FP16, 262144),
-                        ("rmsnorm", DType.FP16, 524288), ("rmsnorm", DType.FP16, 131072),
-                        ("layernorm+fp8", DType.FP16, 16384), ("rmsnorm+fp8", DType.FP16, 262144)]},
+    **patch_groups("colregv", ((), ("colreg0",)) * 2,
+                   [("layernorm", DType.FP32, 131072), ("layernorm", DType.FP32, 262144),
+                    ("rmsnorm+fp8", DType.BF16, 131072), ("rmsnorm+fp8", DType.BF16, 262144),
+                    ("rmsnorm+fp8", DType.BF16, 524288), ("rmsnorm+fp8static", DType.BF16, 65536),
+                    ("rmsnorm+fp8static", DType.BF16, 262144), ("rmsnorm", DType.FP16, 262144),
+                    ("rmsnorm", DType.FP16, 524288), ("rmsnorm", DType.FP16, 131072),
+                    ("layernorm+fp8", DType.FP16, 16384), ("rmsnorm+fp8", DType.FP16, 262144)]),
     # LayerNorm + int8's kept rows at 8192 (48 registers, five blocks an SM, two vectors a
     # step) with early columns, and at 64 registers (four blocks). H100, eighteenth session,
     # committed / colreg2 / keepu4 / keepu4 colreg2 / keepu4 colreg4 / b4 keepu4 / b4 keepu4
@@ -876,22 +882,22 @@ CANDIDATES = {  # name: (bench op, dtype, N, candidates)
     # 65536 0.957-0.958 / 0.956-0.957, RMSNorm + fp8 65536 0.919-0.921 / 0.911-0.912. A gain
     # at LayerNorm + int8 65536 alone (+0.02), slower elsewhere: not worth a host buffer of
     # ones and zeros for absent columns.
-    **{f"nonull{op}{x.value}{n}": (op, x, n, [committed(op, x, n, *p) for p in ((), ("nonull",)) * 2])
-       for op, x, n in [("layernorm+int8", DType.BF16, 32768), ("layernorm+int8", DType.BF16, 65536),
-                        ("layernorm+int8", DType.BF16, 16384), ("layernorm+fp8", DType.BF16, 16384),
-                        ("layernorm+int8", DType.BF16, 8192), ("layernorm", DType.BF16, 65536),
-                        ("layernorm", DType.BF16, 262144), ("rmsnorm", DType.BF16, 65536),
-                        ("rmsnorm+fp8", DType.BF16, 65536)]},
+    **patch_groups("nonull", ((), ("nonull",)) * 2,
+                   [("layernorm+int8", DType.BF16, 32768), ("layernorm+int8", DType.BF16, 65536),
+                    ("layernorm+int8", DType.BF16, 16384), ("layernorm+fp8", DType.BF16, 16384),
+                    ("layernorm+int8", DType.BF16, 8192), ("layernorm", DType.BF16, 65536),
+                    ("layernorm", DType.BF16, 262144), ("rmsnorm", DType.BF16, 65536),
+                    ("rmsnorm+fp8", DType.BF16, 65536)]),
     # every warp combining the cluster's partials (warpcl), alternating three times. H100,
     # nineteenth session (copy 2980 GB/s; outputs bit-identical), committed / warpcl: RMSNorm
     # 65536 0.935-0.943 / 0.941-0.943, RMSNorm + fp8 0.914-0.915 / 0.915-0.919, LayerNorm
     # 0.928-0.934 / 0.923-0.928, RMSNorm 262144 0.911-0.929 / 0.926, LayerNorm 262144
     # 0.877-0.878 / 0.858-0.860, add + RMSNorm 65536 0.966-0.969 / 0.962-0.966. The block
     # barrier it saves was not what the cluster exchange costs: not kept.
-    **{f"warpcl{op}{x.value}{n}": (op, x, n, [committed(op, x, n, *p) for p in ((), ("warpcl",)) * 3])
-       for op, x, n in [("rmsnorm", DType.BF16, 65536), ("rmsnorm+fp8", DType.BF16, 65536),
-                        ("layernorm", DType.BF16, 65536), ("rmsnorm", DType.BF16, 262144),
-                        ("layernorm", DType.BF16, 262144), ("add+rmsnorm", DType.BF16, 65536)]},
+    **patch_groups("warpcl", ((), ("warpcl",)) * 3,
+                   [("rmsnorm", DType.BF16, 65536), ("rmsnorm+fp8", DType.BF16, 65536),
+                    ("layernorm", DType.BF16, 65536), ("rmsnorm", DType.BF16, 262144),
+                    ("layernorm", DType.BF16, 262144), ("add+rmsnorm", DType.BF16, 65536)]),
     # cluster barriers with the release fence in every warp (allrel: the kernel before), with
     # none (relaxed, timing only: unsafe), and in the first warp alone (committed since,
     # cluster_sync). H100, nineteenth session (copy 2971 GB/s), allrel / relaxed / first warp:
@@ -899,10 +905,10 @@ CANDIDATES = {  # name: (bench op, dtype, N, candidates)
     # fp8 0.897 / 0.951 / 0.935, 0.920 / 0.950 / 0.934; LayerNorm 0.927 / 0.950 / 0.952, then
     # relaxed crashed (unspecified launch failure) and the call ended. The fence of 15 warps of
     # 16 costs most of what the fence costs.
-    **{f"relax{op}{x.value}{n}": (op, x, n, [committed(op, x, n, *p) for p in (("allrel",), ("relaxed",), ()) * 2])
-       for op, x, n in [("rmsnorm", DType.BF16, 65536), ("rmsnorm+fp8", DType.BF16, 65536),
-                        ("layernorm", DType.BF16, 65536), ("rmsnorm", DType.BF16, 262144),
-                        ("layernorm", DType.BF16, 262144), ("layernorm", DType.BF16, 131072)]},
+    **patch_groups("relax", (("allrel",), ("relaxed",), ()) * 2,
+                   [("rmsnorm", DType.BF16, 65536), ("rmsnorm+fp8", DType.BF16, 65536),
+                    ("layernorm", DType.BF16, 65536), ("rmsnorm", DType.BF16, 262144),
+                    ("layernorm", DType.BF16, 262144), ("layernorm", DType.BF16, 131072)]),
     # the release fence in every warp (allrel) against the first warp's alone (committed since:
     # cluster_sync), alternating twice. H100, nineteenth session (copy 2962 GB/s; outputs
     # bit-identical): RMSNorm bf16 65536 0.950-0.953 / 0.957-0.959, fp16 0.951-0.957 /
@@ -914,16 +920,16 @@ CANDIDATES = {  # name: (bench op, dtype, N, candidates)
     # 262144 0.877-0.881 / 0.888-0.897, 524288 0.824-0.826 / 0.833-0.836, fp32 262144
     # 0.822-0.826 / 0.820-0.822; add + LayerNorm + int8 65536 (one block a row: no cluster)
     # 0.851-0.860 / 0.852-0.853.
-    **{f"w0r{op}{x.value}{n}": (op, x, n, [committed(op, x, n, *p) for p in (("allrel",), ()) * 2])
-       for op, x, n in [("rmsnorm", DType.BF16, 65536), ("rmsnorm", DType.FP16, 65536),
-                        ("rmsnorm+fp8", DType.BF16, 65536), ("layernorm", DType.BF16, 65536),
-                        ("layernorm", DType.FP16, 65536), ("add+layernorm", DType.BF16, 65536),
-                        ("add+rmsnorm", DType.BF16, 65536), ("rmsnorm", DType.BF16, 131072),
-                        ("rmsnorm", DType.BF16, 262144), ("rmsnorm", DType.BF16, 524288),
-                        ("layernorm", DType.BF16, 131072), ("layernorm", DType.BF16, 262144),
-                        ("layernorm", DType.BF16, 524288), ("layernorm", DType.FP32, 65536),
-                        ("layernorm", DType.FP32, 262144), ("rmsnorm+fp8", DType.BF16, 262144),
-                        ("add+layernorm+int8", DType.BF16, 65536)]},
+    **patch_groups("w0r", (("allrel",), ()) * 2,
+                   [("rmsnorm", DType.BF16, 65536), ("rmsnorm", DType.FP16, 65536),
+                    ("rmsnorm+fp8", DType.BF16, 65536), ("layernorm", DType.BF16, 65536),
+                    ("layernorm", DType.FP16, 65536), ("add+layernorm", DType.BF16, 65536),
+                    ("add+rmsnorm", DType.BF16, 65536), ("rmsnorm", DType.BF16, 131072),
+                    ("rmsnorm", DType.BF16, 262144), ("rmsnorm", DType.BF16, 524288),
+                    ("layernorm", DType.BF16, 131072), ("layernorm", DType.BF16, 262144),
+                    ("layernorm", DType.BF16, 524288), ("layernorm", DType.FP32, 65536),
+                    ("layernorm", DType.FP32, 262144), ("rmsnorm+fp8", DType.BF16, 262144),
+                    ("add+layernorm+int8", DType.BF16, 65536)]),
     # The next row ahead (aheadK: patches/row_ahead.json): a staged row loads the next row's
     # first K vectors (and LayerNorm's pilot) into registers before its own reduction, so
     # that their DRAM wait overlaps this row's barriers and output passes (as register-held
