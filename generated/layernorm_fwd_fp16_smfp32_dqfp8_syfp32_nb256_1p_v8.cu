@@ -29,6 +29,8 @@ struct Traits {
   static constexpr int kOutputStep = 1;
   static constexpr int kColumnPrefetch = 0;
   static constexpr int kColumnRegisters = 0;
+  static constexpr int kColumnAhead = 0;
+  static constexpr bool kFoldShift = false;
 };
 }  // namespace
 

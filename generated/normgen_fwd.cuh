@@ -577,6 +577,18 @@ __device__ __forceinline__ Stats row_stats(float shift, float s1, float s2, floa
   return Stats{shift, c, rstd, merged_max<K>() ? s[kS] * rstd : 0.f, far_warp || c * c > var};
 }
 
+// The statistics for outputs computed from h itself instead of h - shift (spec.fold_shift):
+// shift 0 and c the mean, so that the normalize chain's first fma, h * rstd - mean * rstd,
+// takes the subtraction: an instruction an element fewer in each output pass. Its constant
+// rounds to within |mean * rstd| * 2^-23 (the mean's rounding and the product's), which is
+// within the chain's own rounding where the mean lies within a standard deviation of zero:
+// `near` says so. Other rows keep the shift, whose subtraction is exact for values near it.
+__device__ __forceinline__ Stats folded(const Stats& st, bool& near) {
+  const float mean = st.shift + st.c;  // the mean save_stats writes, rounded the same way
+  near = fabsf(mean * st.rstd) <= 1.f;
+  return Stats{0.f, mean, st.rstd, st.amax, st.far};
+}
+
 // ---- per-column vectors: gamma, beta, x-bias, smooth scale ---------------------------------
 // Packed like the row. Pipelines hold them in registers for all of a block's rows when
 // they fit the budget (they are the same for every row), else load them per vector.
@@ -848,13 +860,24 @@ template <class K, int E, int V> struct EarlyColumns {
 };
 
 // One step of for_each_output: vectors i0 .. i0 + U - 1; the first early.kCount of them
-// (where i0 = 0) with early's columns.
+// (where i0 = 0) with early's columns. Columns loaded per vector are loaded A =
+// K::kColumnAhead vectors ahead of their use (spec.column_ahead), in a ring of A + 1: a load
+// may not pass an earlier store that might alias it, so in a pass that stores, ptxas issues
+// each vector's loads after the stores of the vector before, unless the source does so.
 template <class K, int P, int V, bool kHeld, bool kCentred, int U, class Load, class Cols, class Fn, class Early>
 __device__ __forceinline__ void output_step(int i0, const Params& p, const Stats& st, const Load& load,
                                             const Cols& cols, const Columns<K, kHeld ? P : 1, V>& c,
                                             const Fn& fn, const Early& early) {
+  constexpr int A = K::kColumnAhead;
+  Columns<K, 1, V> ahead[A + 1];
+  auto fetch = [&](int b) {  // vector i0 + b's columns, into the ring (A > 0)
+    if (!kHeld && b >= Early::kCount && b < U && cols.inside(i0 + b)) ahead[b % (A + 1)].load_epilogue(p, 0, cols(i0 + b));
+  };
+#pragma unroll
+  for (int b = 0; b < A; ++b) fetch(b);
 #pragma unroll
   for (int b = 0; b < U; ++b) {
+    if constexpr (A > 0) fetch(b + A);
     const int i = i0 + b;
     if (cols.inside(i)) {
       float d[V], out[V];
@@ -868,9 +891,8 @@ __device__ __forceinline__ void output_step(int i0, const Params& p, const Stats
       } else if (b < Early::kCount) {
         outputs<K>(out, p, st, d, early.c, b);
       } else {
-        Columns<K, 1, V> ci;
-        ci.load_epilogue(p, 0, cols(i));
-        outputs<K, 1, V>(out, p, st, d, ci, 0);
+        if constexpr (A == 0) ahead[0].load_epilogue(p, 0, cols(i));  // at its use
+        outputs<K, 1, V>(out, p, st, d, ahead[b % (A + 1)], 0);
       }
       fn(i, out);
     }
@@ -924,13 +946,13 @@ __device__ __forceinline__ float unscaled_absmax(const Params& p, const Load& lo
 }
 
 // Normalize, quantize (times qmul) and store this thread's vectors of a row at y_off;
-// kWhole: the stores by intrinsic (store_words).
-template <class K, int P, int V, bool kHeld, int U = P, bool kWhole = false, class Load, class Cols,
-          class Early = EarlyColumns<K, 0, V>>
+// kCentred as in for_each_output; kWhole: the stores by intrinsic (store_words).
+template <class K, int P, int V, bool kHeld, bool kCentred = false, int U = P, bool kWhole = false, class Load,
+          class Cols, class Early = EarlyColumns<K, 0, V>>
 __device__ __forceinline__ void normalize_row(const Params& p, const Stats& st, const Load& load,
                                               const Cols& cols, const Columns<K, kHeld ? P : 1, V>& c,
                                               float qmul, i64 y_off, const Early& early = Early{}) {
-  for_each_output<K, P, V, kHeld, false, U>(p, st, load, cols, c, [&](int i, float (&out)[V]) {
+  for_each_output<K, P, V, kHeld, kCentred, U>(p, st, load, cols, c, [&](int i, float (&out)[V]) {
     if constexpr (K::kQuant != Quant::NONE) {
 #pragma unroll
       for (int j = 0; j < V; ++j) out[j] *= qmul;
@@ -978,7 +1000,7 @@ __device__ __forceinline__ void finish_row(const Params& p, const Stats& st, con
         }
       }
     } else {
-      normalize_row<K, P, V, kHeld, U>(p, st, load, cols, c, qmul, row * p.n, early);
+      normalize_row<K, P, V, kHeld, kCentred, U>(p, st, load, cols, c, qmul, row * p.n, early);
     }
   }
 }
@@ -1340,8 +1362,21 @@ __device__ __forceinline__ void one_pass_staged(const Params& p) {
     EarlyColumns<K, K::kColumnRegisters, V> early;
     early.load(p, cols);
     const Stats st = share_stats<K, P, V, T, 1, C>(p, k, s1, s2, m, load, cols, sh_stats[ph], sh_again[ph]);
-    finish_row<K, P, V, false, kKeep, false, T, 1, C, U>(
-        p, st, load, cols, Columns<K, 1, V>{}, sh_max[ph], floats, qmul, row, true, lane == 0, early);
+    bool fold = false;  // the same in all of the row's threads: they hold the same statistics' bits
+    Stats st_folded = st;
+    if constexpr (K::kFoldShift) st_folded = folded(st, fold);
+    if (fold) {  // the output passes take h as staged, the shift folded into the chain's constant
+      if constexpr (K::kFoldShift)
+        finish_row<K, P, V, false, kKeep, true, T, 1, C, U>(p, st_folded, load, cols, Columns<K, 1, V>{}, sh_max[ph],
+                                                            floats, qmul, row, true, lane == 0, early);
+    } else {
+      // beside the folded passes, the rows that keep their shift (a mean more than a deviation
+      // from zero: rare) take their output passes kFarStep vectors at a time: all at once
+      // there too, ptxas spilled 40-44 bytes (NVRTC 13.5, LayerNorm + int8 at 32768 / 65536)
+      constexpr int kFarStep = K::kFoldShift ? 4 : U;
+      finish_row<K, P, V, false, kKeep, false, T, 1, C, kFarStep>(
+          p, st, load, cols, Columns<K, 1, V>{}, sh_max[ph], floats, qmul, row, true, lane == 0, early);
+    }
   }
   if constexpr (C > 1) cluster_sync();  // no block may exit while another reads its shared memory
 }
@@ -1437,12 +1472,12 @@ __device__ __forceinline__ void two_pass(const Params& p) {
       const float qmul = dynamic_scale<K>(p, amax[0], row, threadIdx.x == 0);
       for (c0 = 0; c0 < n; c0 += kChunk) {
         load_chunk(false);
-        normalize_row<K, P, V, false, P, true>(p, st, load, cols, none, qmul, row * n);
+        normalize_row<K, P, V, false, false, P, true>(p, st, load, cols, none, qmul, row * n);
       }
     } else {
       for (c0 = last_chunk; c0 >= 0; c0 -= kChunk) {
         load_chunk(false);
-        normalize_row<K, P, V, false, P, true>(p, st, load, cols, none, static_mul, row * n);
+        normalize_row<K, P, V, false, false, P, true>(p, st, load, cols, none, static_mul, row * n);
       }
     }
     if (threadIdx.x == 0) save_stats<K>(p, row, st);
@@ -1464,6 +1499,8 @@ __device__ __forceinline__ void norm_fwd(const Params& p) {
                 "staged rows prefetch some of their vectors' columns");
   static_assert(K::kColumnRegisters <= K::kOutputStep && (K::kColumnRegisters == 0 || K::kStaged),
                 "staged rows load some of their first output step's columns early");
+  static_assert(!K::kFoldShift || (K::kPipeline == Pipeline::ONE_PASS && K::kStaged && K::kNorm == Norm::LAYERNORM),
+                "staged LayerNorm rows fold their shift into the output passes' chain");
   static_assert(!K::kLean || (K::kPipeline == Pipeline::ONE_PASS && !K::kStaged),
                 "only register-held one-pass rows are built lean");
   static_assert(K::kRowCache == Cache::NORMAL || K::kPipeline == Pipeline::ONE_PASS,

@@ -202,6 +202,36 @@ class KernelSpec:
         return min(4 if self.quant == Quant.DYNAMIC else 2, self.output_step)
 
     @property
+    def fold_shift(self) -> bool:
+        """Whether a staged row's output passes take h as staged, with the shift folded into
+        the normalize chain's constant (the template's `folded`), for rows whose mean lies
+        within a standard deviation of zero: an instruction an element fewer in each pass.
+        Where it pays: LayerNorm's dynamic quant on one-block staged rows that compute their
+        outputs twice (not kept) from light columns, the rows bound by their instructions.
+        With column_ahead, measured on an H100 (tune_tiles.py "fold2" groups, twentieth
+        session, timing patches foldshift and colahead1 / colahead2; without / with): int8
+        bf16 32768 0.830-0.832 / 0.853-0.861, 65536 0.690-0.709 / 0.733-0.754; fp8 bf16 32768
+        0.806 / 0.853, 65536 0.710 / 0.753; int8 fp16 32768 0.844 / 0.842, 65536 0.730 /
+        0.758. Not where it was even: kept rows (int8 16384 0.886-0.890 / 0.892-0.896, 8192
+        0.877-0.886 / 0.883-0.886), add + LayerNorm + int8 65536 (0.831 / 0.836), plain
+        LayerNorm 65536 and 262144 (0.947 / 0.948-0.949, 0.887-0.890 / 0.889-0.890)."""
+        t = self.tile
+        return bool(self.op.quant_ln and self.pipeline == Pipeline.ONE_PASS and t.stage_bytes and t.cluster == 1
+                    and not self.keep_outputs and self.light_columns)
+
+    @property
+    def column_ahead(self) -> int:
+        """How many vectors ahead of their use a row's output passes load the per-column
+        vectors they load per vector (the template's output_step): in a pass that stores,
+        ptxas does not move a load above an earlier store that might alias it, so each
+        vector's gamma and beta were loaded just before their use. One on the rows that fold
+        their shift (fold_shift, measured with it: two ran no faster, three spilled 8 bytes
+        under NVRTC 13.5). Alone it shortened the stores' pass (LayerNorm + int8 bf16 65536:
+        4.14 -> 3.51 us a row, 32768 3.24 -> 2.21; scripts/trace_rows.py --phases) but not
+        the rows (0.709-0.718 / 0.720-0.725, 0.818-0.834 / 0.826-0.836)."""
+        return 1 if self.fold_shift else 0
+
+    @property
     def row_cache(self) -> Cache:
         """Where the row's loads leave their lines (types.Cache). Register-held rows load x
         with L2's evict_last policy (KEEP_L2), as torch.compile's kernels load theirs, except

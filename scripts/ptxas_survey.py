@@ -3,7 +3,8 @@ only the default set), compiled by this machine's NVRTC in parallel from a scrat
 `python scripts/ptxas_survey.py [--kept-step K] GLOB...`. --kept-step: LayerNorm + quant's
 kept staged rows built with their output passes K vectors at a time (tiles.kept_output_step)
 instead of the committed choice, to see where a change would spill before making it.
---early: only the instances that load columns early (spec.column_registers). Prints each
+--only ATTR: only the instances whose spec has ATTR true (a property of spec.KernelSpec, such
+as fold_shift); --early: --only column_registers (those that load columns early). Prints each
 instance that spills (or uses a stack frame), then a count."""
 import concurrent.futures
 import multiprocessing
@@ -32,10 +33,10 @@ def _compile(job):
     return name, res
 
 
-def main(globs, step=0, early=False):
+def main(globs, step=0, only=None):
     _set_step(step)
     specs = matrix.select(matrix.Selection(include=tuple(globs)))
-    names = [s.name for s in specs if s.column_registers or not early]
+    names = [s.name for s in specs if only is None or getattr(s, only)]
     folder = tempfile.mkdtemp()
     jobs = [(n, folder, step) for n in names]
     ctx = multiprocessing.get_context("spawn")
@@ -53,4 +54,6 @@ def main(globs, step=0, early=False):
 if __name__ == "__main__":
     args = sys.argv[1:]
     step = int(args.pop(args.index("--kept-step") + 1)) if "--kept-step" in args else 0
-    main([a for a in args if a not in ("--kept-step", "--early")], step, "--early" in args)
+    only = args.pop(args.index("--only") + 1) if "--only" in args else None
+    only = "column_registers" if "--early" in args else only
+    main([a for a in args if a not in ("--kept-step", "--early", "--only")], step, only)

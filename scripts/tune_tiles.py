@@ -22,8 +22,11 @@ as floats where they take at most K KB a block, "sK": launched with K KB of shar
 per block (fewer blocks per SM), "cK": launched preferring K% of L1 + shared memory as
 shared memory (fewer blocks per SM, the same L1 per block), "nokeep": LayerNorm + quant's
 staged rows not kept as floats, "keepuK": LayerNorm + quant's kept rows' output passes K
-vectors at a time (tiles.kept_output_step), or "colregK": staged rows' first K vectors'
-per-column vectors loaded before the reduction (spec.column_registers; colreg0: none).
+vectors at a time (tiles.kept_output_step), "colregK": staged rows' first K vectors'
+per-column vectors loaded before the reduction (spec.column_registers; colreg0: none),
+"colaheadK": the output passes' per-column vectors loaded K vectors ahead
+(spec.column_ahead), or "nofold": the shift not folded into the output passes
+(spec.fold_shift) and no columns ahead: the kernel before the twentieth session.
 Without a bK patch a candidate's tile gets
 Tile.registers' default budget (64 registers staged, 128 in registers). Clusters of more
 than 8 blocks (16: non-portable) are allowed at load (runtime._load).
@@ -131,6 +134,8 @@ NOKEEP = "nokeep"  # LayerNorm + quant's staged rows not kept as floats (tiles.K
 TWO_PASS = "2p"  # in a candidate's `staged` place: the two-pass pipeline, `threads` a block
 KEEP = re.compile(r"keep(\d+)$")  # ... kept as floats up to this many KB a block (tiles.KEEP_STAGE_BYTES)
 COLUMN_REGISTERS = re.compile(r"colreg(\d+)$")  # staged rows load K vectors' columns early (spec.column_registers)
+COLUMN_AHEAD = re.compile(r"colahead(\d+)$")  # output passes load columns K vectors ahead (spec.column_ahead)
+NOFOLD = "nofold"  # the shift not folded into the output passes (spec.fold_shift), no columns ahead
 KEPT_STEP = re.compile(r"keepu(\d+)$")  # ... whose output passes take this many vectors at a time (tiles.kept_output_step)
 
 
@@ -951,6 +956,54 @@ CANDIDATES = {  # name: (bench op, dtype, N, candidates)
                             ("layernorm+int8", DType.BF16, 32768, (2, 4)), ("layernorm+int8", DType.BF16, 16384, (2, 4)),
                             ("rmsnorm", DType.BF16, 131072, (2, 4)), ("layernorm", DType.BF16, 262144, (2, 4)),
                             ("add+layernorm", DType.BF16, 65536, (1, 2))]},
+    # Twentieth session, H100 (copy 2959-2983 GB/s), on the nineteenth session's kernel. The
+    # output passes' per-column vectors loaded A vectors ahead (colaheadA; committed since
+    # with the shift's fold: spec.column_ahead), without / with, outputs bit-identical:
+    # LayerNorm + int8 32768 0.818-0.834 / 0.826-0.836 (one and two ahead alike), 65536
+    # 0.716-0.718 / 0.718-0.725; + fp8 32768 0.830 / 0.837, 65536 0.721 / 0.725; add +
+    # LayerNorm + int8 65536 0.853 / 0.786 (two); LayerNorm 65536 0.954 / 0.952, RMSNorm
+    # 0.952 / 0.952, RMSNorm + fp8 0.938 / 0.939 (one). It shortened the stores' pass
+    # (trace_rows.py --phases, int8 65536 4.14 -> 3.51 us a row, 32768 3.24 -> 2.21) but the
+    # rows not: the other phases took the time.
+    **patch_groups("ca", (("nofold",), ("nofold", "colahead1"), ("nofold", "colahead2")) * 2,
+                   [("layernorm+int8", DType.BF16, 32768), ("layernorm+int8", DType.BF16, 65536)]),
+    **patch_groups("ca", (("nofold",), ("nofold", "colahead2")),
+                   [("layernorm+fp8", DType.BF16, 32768), ("layernorm+fp8", DType.BF16, 65536),
+                    ("add+layernorm+int8", DType.BF16, 65536)]),
+    **patch_groups("ca", ((), ("colahead1",)),
+                   [("layernorm", DType.BF16, 65536), ("rmsnorm", DType.BF16, 65536), ("rmsnorm+fp8", DType.BF16, 65536)]),
+    # LayerNorm + int8 where an SM's share of gamma and beta fits its L1: rows in registers (no
+    # stage), or over clusters not kept as floats (each SM hosts blocks of one rank: its part
+    # of the columns). Twentieth session, H100 (copy 2965 GB/s), in the order listed: 32768
+    # 0.825 / 0.769 / 0.653 / 0.597 / 0.764 / 0.836; 65536 0.711 / 0.615 / 0.513 / 0.689 /
+    # 0.699 / 0.715. Columns that fit L1 do not repay what these shapes cost: rejected.
+    "l1fit32768": ("layernorm+int8", DType.BF16, 32768,
+                   [committed("layernorm+int8", DType.BF16, 32768), (512, 1, 1, False, 16, "b2"),
+                    (512, 1, 1, False, 16, "b1"), (512, 1, 2, True, 4, "nokeep"), (256, 1, 2, True, 4, "nokeep"),
+                    committed("layernorm+int8", DType.BF16, 32768)]),
+    "l1fit65536": ("layernorm+int8", DType.BF16, 65536,
+                   [committed("layernorm+int8", DType.BF16, 65536), (1024, 1, 1, False, 16, "b1"),
+                    (512, 1, 4, True, 4, "nokeep"), (256, 1, 4, True, 4, "nokeep"), (512, 1, 2, True, 4, "nokeep"),
+                    committed("layernorm+int8", DType.BF16, 65536)]),
+    # Fewer instructions in LayerNorm + quant's output passes. Measured first as timing patches
+    # on the nineteenth session's kernel (twentieth session, H100): every row's output passes
+    # taking h with the shift folded into the chain's constant (a patch since removed: it
+    # lost precision for rows far from zero), gamma and beta without null tests (nonull), the
+    # columns one or two vectors ahead (colaheadA). Committed / fold / fold + nonull / fold +
+    # nonull + two ahead, alternating: int8 32768 0.814-0.828 / 0.851 / 0.837 / 0.870-0.871,
+    # 65536 0.712-0.713 / 0.732 / 0.736 / 0.763-0.764; committed / fold + two ahead / fold +
+    # one ahead / fold + nonull + two ahead: 32768 0.830-0.832 / 0.853-0.859 / 0.861 / 0.864,
+    # 65536 0.690-0.709 / 0.733-0.753 / 0.754 / 0.744; fold + two ahead: fp8 32768 0.806 /
+    # 0.853, 65536 0.710 / 0.753, fp16 int8 32768 0.844 / 0.842, 65536 0.730 / 0.758, add +
+    # LayerNorm + int8 65536 0.831 / 0.836; fold alone: kept rows (int8 16384 0.886-0.890 /
+    # 0.892-0.896, 8192 0.877-0.886 / 0.883-0.886) and LayerNorm 65536 / 262144 even. The
+    # committed form (spec.fold_shift, spec.column_ahead) folds only rows whose mean lies
+    # within a deviation of zero; the others keep the shift, two vectors a step. "fold"
+    # groups: the nineteenth session's kernel (nofold) against it.
+    **patch_groups("fold", (("nofold",), ()) * 2,
+                   [("layernorm+int8", DType.BF16, 32768), ("layernorm+int8", DType.BF16, 65536),
+                    ("layernorm+fp8", DType.BF16, 32768), ("layernorm+fp8", DType.BF16, 65536),
+                    ("layernorm+int8", DType.FP16, 32768), ("layernorm+int8", DType.FP16, 65536)]),
 }
 
 
@@ -1055,9 +1108,10 @@ def l1_vectors(k: int) -> list:
     for v, name in (("g", "gamma"), ("b", "beta")):
         ptr = f"static_cast<const W*>(p.{name}) + col"
         out.append((f"{v}.load(i, {ptr});", f"{v}.template load<kColCache>(i, {ptr});"))
-    out.append(("ci.load_epilogue(p, 0, cols(i));",
-                f"if (i < {k}) ci.template load_epilogue<Cache::NORMAL>(p, 0, cols(i)); "
-                "else ci.template load_epilogue<Cache::PAST_L1>(p, 0, cols(i));"))
+    ring = "ahead[b % (A + 1)]"
+    out.append((f"{ring}.load_epilogue(p, 0, cols(i0 + b));",
+                f"{{ if (i0 + b < {k}) {ring}.template load_epilogue<Cache::NORMAL>(p, 0, cols(i0 + b)); "
+                f"else {ring}.template load_epilogue<Cache::PAST_L1>(p, 0, cols(i0 + b)); }}"))
     return out
 
 
@@ -1070,8 +1124,8 @@ PATCHES = {  # name: [(old, new), ...]
     **{f"l1v{k}": l1_vectors(k) for k in range(9)},
     # two-pass rows stored as plain vector stores (as before store_words' intrinsic), and their
     # first pass loaded with L2's evict_last policy
-    "tpsplit": [(f"normalize_row<K, P, V, false, P, true>(p, st, load, cols, none, {m}, row * n);",
-                 f"normalize_row<K, P, V, false, P, false>(p, st, load, cols, none, {m}, row * n);")
+    "tpsplit": [(f"normalize_row<K, P, V, false, false, P, true>(p, st, load, cols, none, {m}, row * n);",
+                 f"normalize_row<K, P, V, false, false, P, false>(p, st, load, cols, none, {m}, row * n);")
                 for m in ("qmul", "static_mul")],
     "tpkeepl2": [("      for (int i = 0; i < P; ++i) load_in<K, P, V>(in, i, xr, rr, cols(i), cols.inside(i));",
                   "      for (int i = 0; i < P; ++i) { if (store_sum) load_in<K, P, V, Cache::KEEP_L2>(in, i, xr, rr, "
@@ -1100,7 +1154,7 @@ PATCHES = {  # name: [(old, new), ...]
     "l2pf": l2_prefetch("    auto load = [&](int i, float (&d)[V]) {\n      if constexpr (kKeep) {\n", ""),
     # as l2pf, only the next row's first batch of loads, issued after the statistics (just
     # before the output passes): a shorter prefetch distance, half the bytes
-    "l2pfout": l2_prefetch("    finish_row<K, P, V, false, kKeep, false, T, 1, C, U>(", " * kBatch / P"),
+    "l2pfout": l2_prefetch("    bool fold = false;", " * kBatch / P"),
     # staged rows streamed by persistent blocks through a ring of bulk copies, a block's share
     # of a row in 2, 4 or 8 pieces (patches/one_pass_streamed.cuh; launch with grid 1 and "sK")
     **{f"stream{k}": streamed(k) for k in (2, 4, 8)},
@@ -1173,8 +1227,8 @@ PATCHES = {  # name: [(old, new), ...]
                "       row += C > 1 ? cluster_count() : gridDim.x, ph = (ph + 1) % S) {\n"
                "    unsigned long long trace_t0;\n"
                "    asm volatile(\"mov.u64 %0, %%globaltimer;\" : \"=l\"(trace_t0));\n"),
-              ("        p, st, load, cols, Columns<K, 1, V>{}, sh_max[ph], floats, qmul, row, true, lane == 0, early);\n",
-               "        p, st, load, cols, Columns<K, 1, V>{}, sh_max[ph], floats, qmul, row, true, lane == 0, early);\n"
+              ("          p, st, load, cols, Columns<K, 1, V>{}, sh_max[ph], floats, qmul, row, true, lane == 0, early);\n    }\n",
+               "          p, st, load, cols, Columns<K, 1, V>{}, sh_max[ph], floats, qmul, row, true, lane == 0, early);\n    }\n"
                "    if (threadIdx.x == 0 && (row + 1) * C <= (1 << 15)) {\n"
                "      unsigned long long t1;\n"
                "      unsigned sm;\n"
@@ -1183,12 +1237,75 @@ PATCHES = {  # name: [(old, new), ...]
                "      unsigned long long* e = normgen_trace + 4 * (row * C + (C > 1 ? cluster_rank() : 0));\n"
                "      e[0] = trace_t0, e[1] = t1, e[2] = sm, e[3] = blockIdx.x;\n"
                "    }\n")],
+    # per-column vectors (gamma, beta, x-bias, smooth) loaded through the read-only path
+    # (ld.global.nc): ptxas may then issue them ahead of the output pass's earlier stores,
+    # which a plain load, that might alias y, may not pass
+    "ldg": [("enum class Cache { NORMAL, PAST_L1, KEEP_L2 };", "enum class Cache { NORMAL, PAST_L1, KEEP_L2, READ_ONLY };"),
+            ("kCache == Cache::KEEP_L2 ? load_keep_l2(at) : *at;",
+             "kCache == Cache::KEEP_L2 ? load_keep_l2(at) : kCache == Cache::READ_ONLY ? __ldg(at) : *at;"),
+            ("      const uint2 q = *reinterpret_cast<const uint2*>(p);",
+             "      const uint2 q = kCache == Cache::READ_ONLY ? __ldg(reinterpret_cast<const uint2*>(p))\n"
+             "                                                 : *reinterpret_cast<const uint2*>(p);"),
+            ("      w[i] = *reinterpret_cast<const uint32_t*>(p);",
+             "      w[i] = kCache == Cache::READ_ONLY ? __ldg(reinterpret_cast<const unsigned int*>(p))\n"
+             "                                        : *reinterpret_cast<const uint32_t*>(p);"),
+            ("      const uint32_t bits = *reinterpret_cast<const unsigned short*>(p);",
+             "      const uint32_t bits = kCache == Cache::READ_ONLY ? __ldg(reinterpret_cast<const unsigned short*>(p))\n"
+             "                                                       : *reinterpret_cast<const unsigned short*>(p);"),
+            ("bias.load(i, static_cast<const typename K::X*>(p.x_bias) + col);",
+             "bias.template load<Cache::READ_ONLY>(i, static_cast<const typename K::X*>(p.x_bias) + col);"),
+            ("      g.load(i, static_cast<const W*>(p.gamma) + col);",
+             "      g.template load<Cache::READ_ONLY>(i, static_cast<const W*>(p.gamma) + col);"),
+            ("        b.load(i, static_cast<const W*>(p.beta) + col);",
+             "        b.template load<Cache::READ_ONLY>(i, static_cast<const W*>(p.beta) + col);"),
+            ("sm.load(i, static_cast<const typename K::SM*>(p.smooth) + col);",
+             "sm.template load<Cache::READ_ONLY>(i, static_cast<const typename K::SM*>(p.smooth) + col);")],
+    # rows that keep their shift beside folded ones (spec.fold_shift) take their output
+    # passes two vectors at a time instead of four
+    "farstep2": [("constexpr int kFarStep = K::kFoldShift ? 4 : U;", "constexpr int kFarStep = K::kFoldShift ? 2 : U;")],
+    # a staged block's phases, row by row (scripts/trace_rows.py --phases): thread 0 stores
+    # the global timer at the row's start and end (for the clock's rate) and the SM's clock
+    # at its start, the end of its own staging, after the statistics' reduction, after the
+    # maximum's, at its end; the last warp's first lane its own end of staging. Each stamp is
+    # stored at once: held in registers to the row's end, they spilled LayerNorm + int8.
+    "phases": [("template <class K, int P, int V, bool kHeld, bool kKeep, bool kCentred, int T, int R, int C, int U, class Load,",
+                "extern \"C\" __device__ long long normgen_phase[8 << 15];\n"
+                "template <int C>\n"
+                "__device__ __forceinline__ void phase_stamp(i64 row, int k, long long v, unsigned thread = 0) {\n"
+                "  const i64 at = row * C + (C > 1 ? cluster_rank() : 0);\n"
+                "  if (threadIdx.x == thread && at < (1 << 15)) normgen_phase[8 * at + k] = v;\n"
+                "}\n"
+                "__device__ __forceinline__ long long global_timer() {\n"
+                "  long long t;\n"
+                "  asm volatile(\"mov.u64 %0, %%globaltimer;\" : \"=l\"(t));\n"
+                "  return t;\n"
+                "}\n"
+                "template <class K, int P, int V, bool kHeld, bool kKeep, bool kCentred, int T, int R, int C, int U, class Load,"),
+               ("    row_reduce<Max, T, R, C, 1>(m, sh_max);\n",
+                "    row_reduce<Max, T, R, C, 1>(m, sh_max);\n"
+                "    phase_stamp<C>(row, 5, clock64());\n"),
+               ("       row += C > 1 ? cluster_count() : gridDim.x, ph = (ph + 1) % S) {\n",
+                "       row += C > 1 ? cluster_count() : gridDim.x, ph = (ph + 1) % S) {\n"
+                "    phase_stamp<C>(row, 0, global_timer());\n"
+                "    phase_stamp<C>(row, 2, clock64());\n"),
+               ("    auto load = [&](int i, float (&d)[V]) {\n      if constexpr (kKeep) {\n        floats.get(i, d);",
+                "    phase_stamp<C>(row, 3, clock64());\n"
+                "    phase_stamp<C>(row, 7, clock64(), blockDim.x - 32);\n"
+                "    auto load = [&](int i, float (&d)[V]) {\n      if constexpr (kKeep) {\n        floats.get(i, d);"),
+               ("    bool fold = false;",
+                "    phase_stamp<C>(row, 4, clock64());\n"
+                "    bool fold = false;"),
+               ("          p, st, load, cols, Columns<K, 1, V>{}, sh_max[ph], floats, qmul, row, true, lane == 0, early);\n    }\n",
+                "          p, st, load, cols, Columns<K, 1, V>{}, sh_max[ph], floats, qmul, row, true, lane == 0, early);\n    }\n"
+                "    phase_stamp<C>(row, 6, clock64());\n"
+                "    phase_stamp<C>(row, 1, global_timer());\n")],
 }
 
 
 def patched(files: dict, names) -> dict:
     """The rendered files with PATCHES' replacements (each must apply) in the header, and
-    a residency patch's launch bounds and a colregK patch's early columns in the instances."""
+    a residency patch's launch bounds, a colregK patch's early columns, a colaheadK patch's
+    columns ahead and nofold's unfolded shift in the instances."""
     files = dict(files)
     header = files[codegen.HEADER]
 
@@ -1206,6 +1323,13 @@ def patched(files: dict, names) -> dict:
             continue
         if m := BLOCKS.match(name):
             in_instances(r"__launch_bounds__\((\d+), \d+\)", rf"__launch_bounds__(\1, {m[1]})")
+            continue
+        if m := COLUMN_AHEAD.match(name):
+            in_instances(r"kColumnAhead = \d+;", f"kColumnAhead = {m[1]};")
+            continue
+        if name == NOFOLD:
+            in_instances(r"kFoldShift = true;", "kFoldShift = false;")
+            in_instances(r"kColumnAhead = \d+;", "kColumnAhead = 0;")
             continue
         for old, new in PATCHES[name]:
             assert old in header, (name, old)

@@ -192,12 +192,15 @@ def test_tuning_patches_apply_to_the_rendered_header():
     for name in tune.PATCHES:
         assert tune.patched(files, [name])[codegen.HEADER] != files[codegen.HEADER], name
     instance = next(f for f in files if f.endswith(".cu"))
-    assert tune.patched(files, ["colreg2"])[instance] != files[instance]  # to the instances' Traits
+    for name in ("colreg2", "colahead2"):  # to the instances' Traits
+        assert tune.patched(files, [name])[instance] != files[instance], name
+    folded = next(f for f in files if "kFoldShift = true;" in files[f])
+    assert "kFoldShift = false;" in tune.patched(files, [tune.NOFOLD])[folded]
     known = (tune.BLOCKS, tune.SHARED, tune.CARVEOUT, tune.KEEP, tune.KEPT_STEP,
-             tune.COLUMN_REGISTERS)  # at build or launch, or to the instances, not to the header
+             tune.COLUMN_REGISTERS, tune.COLUMN_AHEAD)  # at build or launch, or to the instances, not to the header
     for _, _, _, cands in tune.CANDIDATES.values():
         for _, _, _, _, _, *patches in cands:
-            assert all(p in tune.PATCHES or p == tune.NOKEEP or any(r.match(p) for r in known)
+            assert all(p in tune.PATCHES or p in (tune.NOKEEP, tune.NOFOLD) or any(r.match(p) for r in known)
                        for p in patches), patches
 
 
