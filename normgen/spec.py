@@ -208,13 +208,16 @@ class KernelSpec:
         within a standard deviation of zero: an instruction an element fewer in each pass.
         Where it pays: LayerNorm's dynamic quant on one-block staged rows that compute their
         outputs twice (not kept) from light columns, the rows bound by their instructions.
-        With column_ahead, measured on an H100 (tune_tiles.py "fold2" groups, twentieth
-        session, timing patches foldshift and colahead1 / colahead2; without / with): int8
-        bf16 32768 0.830-0.832 / 0.853-0.861, 65536 0.690-0.709 / 0.733-0.754; fp8 bf16 32768
-        0.806 / 0.853, 65536 0.710 / 0.753; int8 fp16 32768 0.844 / 0.842, 65536 0.730 /
-        0.758. Not where it was even: kept rows (int8 16384 0.886-0.890 / 0.892-0.896, 8192
-        0.877-0.886 / 0.883-0.886), add + LayerNorm + int8 65536 (0.831 / 0.836), plain
-        LayerNorm 65536 and 262144 (0.947 / 0.948-0.949, 0.887-0.890 / 0.889-0.890)."""
+        With column_ahead, measured on an H100 (tune_tiles.py "fold" groups, twentieth
+        session, the kernel before (nofold) / this, alternating twice): int8 bf16 32768
+        0.825-0.835 / 0.853-0.861, 65536 0.717-0.730 / 0.749-0.757; fp8 bf16 32768
+        0.819-0.835 / 0.849-0.858, 65536 0.717-0.734 / 0.748-0.757; int8 fp16 32768
+        0.829-0.842 / 0.870-0.874, 65536 0.721-0.729 / 0.731-0.734. Rows of 1000 + N(0, 1),
+        all unfolded: 32768 162.5-162.8 / 165.4-166.1 us, 65536 189.1-189.2 / 189.7 us. Not
+        where timing patches that folded every row ran even: kept rows (int8 16384
+        0.886-0.890 / 0.892-0.896, 8192 0.877-0.886 / 0.883-0.886), add + LayerNorm + int8
+        65536 (0.831 / 0.836), plain LayerNorm 65536 and 262144 (0.947 / 0.948-0.949,
+        0.887-0.890 / 0.889-0.890)."""
         t = self.tile
         return bool(self.op.quant_ln and self.pipeline == Pipeline.ONE_PASS and t.stage_bytes and t.cluster == 1
                     and not self.keep_outputs and self.light_columns)
