@@ -7,9 +7,10 @@ streams the next rows through this group's reductions and output passes, and the
 cost no L2 traffic. Twenty-first session (docs/perf-notes.md): the committed template with
 such a pipeline ran 0.78-0.80 where this kernel runs 0.91-0.94; the figures by VARIANTS.
 
-GPU machine: `python scripts/stream_probe.py [--rows K] [--graph] [NAME ...]` times the
-named VARIANTS (all by default) against a device-to-device copy and the committed instance,
-on the same inputs, K times as many rows (--graph: CUDA graph replay too), and checks each
+GPU machine: `python scripts/stream_probe.py [--rows K] [NAME ...]` times the named
+VARIANTS (all by default) as the benchmark times (normgen.bench), against its
+device-to-device copy and the committed instance, on the same inputs, K times as many rows
+(CUDA graph replay gave the same differences: docs/perf-notes.md), and checks each
 variant's codes against the committed instance's (codes may differ by one: the probe's shift
 is the row's first element). `--only NAME` launches one variant four times, for ncu."""
 import sys
@@ -19,7 +20,7 @@ import numpy as np
 from ml_dtypes import bfloat16
 
 sys.path.insert(0, ".")
-from normgen import layernorm  # noqa: E402
+from normgen import bench, layernorm, runtime, tiles  # noqa: E402
 
 SOURCE = r"""
 #include <cuda_bf16.h>
@@ -301,63 +302,14 @@ def build(n, switches):
     k = cp.RawModule(code=defs + SOURCE, options=("--std=c++17",)).get_function("probe")
     smem = r * n // c * 2 + (4 * n // c if d["COLS_SMEM"] else 0) + 32 * (3 * r + 1) * 4 + 10 * r * 4 + 16
     k.max_dynamic_shared_size_bytes = smem
-    clusters = resident(k, c, t, smem)
+    # (a tile only to say the block, cluster and shared memory the occupancy query needs)
+    clusters = runtime.resident_clusters(k.kernel.ptr, tiles.Tile(t, 1, 8, 1, c, smem))
 
     def launch(x, g, b, q, s, rows):
         grid = min(clusters, -(-rows // r)) * c
         k((grid,), (t,), (x, g, b, q, s, np.int32(rows), np.float32(1e-5), np.int32(r * n // c // 8 // t)),
           shared_mem=smem)
     return launch
-
-
-def resident(k, c, t, smem):
-    """Clusters of the kernel the device holds at once (one-block clusters: blocks)."""
-    from cuda.bindings import driver as cu
-
-    config = cu.CUlaunchConfig()
-    config.gridDimX, config.gridDimY, config.gridDimZ = c, 1, 1
-    config.blockDimX, config.blockDimY, config.blockDimZ = t, 1, 1
-    config.sharedMemBytes = smem
-    err, n = cu.cuOccupancyMaxActiveClusters(cu.CUfunction(k.kernel.ptr), config)
-    assert err == cu.CUresult.CUDA_SUCCESS, err
-    return n
-
-
-def time_ms(fn, calls=20, reps=15):
-    """Median milliseconds of one call: events around `calls` back-to-back calls."""
-    for _ in range(3):
-        fn()
-    cp.cuda.Device().synchronize()
-    times = []
-    for _ in range(reps):
-        a, b = cp.cuda.Event(), cp.cuda.Event()
-        a.record()
-        for _ in range(calls):
-            fn()
-        b.record()
-        b.synchronize()
-        times.append(cp.cuda.get_elapsed_time(a, b) / calls)
-    return float(np.median(times))
-
-
-def graph_ms(fn, calls=20, reps=10):
-    """Median milliseconds of one call, from replays of a CUDA graph of `calls` calls."""
-    stream = cp.cuda.Stream(non_blocking=True)
-    with stream:
-        fn()
-        stream.begin_capture()
-        for _ in range(calls):
-            fn()
-        graph = stream.end_capture()
-        times = []
-        for _ in range(reps + 1):
-            a, b = cp.cuda.Event(), cp.cuda.Event()
-            a.record(stream)
-            graph.launch(stream)
-            b.record(stream)
-            b.synchronize()
-            times.append(cp.cuda.get_elapsed_time(a, b) / calls)
-    return float(np.median(times[1:]))
 
 
 def inputs(n, m):
@@ -367,10 +319,8 @@ def inputs(n, m):
     return x, g, b
 
 
-def main(names, times, graph):
-    src = cp.empty(1 << 27, cp.uint16)
-    dst = cp.empty_like(src)
-    copy = src.nbytes * 2 / time_ms(lambda: cp.copyto(dst, src)) / 1e6
+def main(names, times):
+    copy = bench.copy_gbps()
     print(f"copy {copy:.0f} GB/s")
     for n in sorted({VARIANTS[v][0] for v in names}):
         m = (1 << 27) // n * times
@@ -379,8 +329,7 @@ def main(names, times, graph):
         ref = layernorm(x, g, b, quant="int8")
         ratio = lambda ms: moved / ms / 1e6 / copy  # noqa: E731
         committed = lambda: layernorm(x, g, b, quant="int8")  # noqa: E731
-        print(f"N={n} rows={m} committed {ratio(time_ms(committed)):.3f}"
-              + (f", graph {ratio(graph_ms(committed)):.3f}" if graph else ""), flush=True)
+        print(f"N={n} rows={m} committed {ratio(bench.time_events(committed)):.3f}", flush=True)
         for name in (v for v in names if VARIANTS[v][0] == n):
             try:
                 launch = build(n, VARIANTS[name][1])
@@ -394,11 +343,11 @@ def main(names, times, graph):
                 diff = int(cp.abs(q[:rows].astype(cp.int16) - ref.y[:rows].view(cp.int8).astype(cp.int16)).max())
                 sdiff = float(cp.abs(s[:rows] / ref.scale[:rows] - 1).max())
                 if rows == m:
-                    speed = f"{ratio(time_ms(fn)):.3f}" + (f", graph {ratio(graph_ms(fn)):.3f}" if graph else "")
-                    print(f"  {name:14s} {speed}  codes within {diff}, scales within {sdiff:.1e}", flush=True)
+                    print(f"  {name:14s} {ratio(bench.time_events(fn)):.3f}  codes within {diff}, "
+                          f"scales within {sdiff:.1e}", flush=True)
                 elif diff > 1:
                     print(f"  {name:14s} with {rows} rows: codes off by {diff}", flush=True)
-        print(f"N={n} committed {ratio(time_ms(committed)):.3f}", flush=True)
+        print(f"N={n} committed {ratio(bench.time_events(committed)):.3f}", flush=True)
 
 
 def only(name):
@@ -418,6 +367,4 @@ if __name__ == "__main__":
         only(args[args.index("--only") + 1])
     else:
         times = int(args.pop(args.index("--rows") + 1)) if "--rows" in args else 1
-        graph = "--graph" in args
-        names = [a for a in args if a not in ("--rows", "--graph")]
-        main(names or list(VARIANTS), times, graph)
+        main([a for a in args if a != "--rows"] or list(VARIANTS), times)
