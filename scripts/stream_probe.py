@@ -13,14 +13,20 @@ device-to-device copy and the committed instance, on the same inputs, K times as
 (CUDA graph replay gave the same differences: docs/perf-notes.md), and checks each
 variant's codes against the committed instance's (codes may differ by one: the probe's shift
 is the row's first element). `--only NAME` launches one variant four times, for ncu."""
+import ctypes
+import struct
 import sys
+import tempfile
+from pathlib import Path
 
 import cupy as cp
+from cupy.cuda import driver
 import numpy as np
 from ml_dtypes import bfloat16
 
 sys.path.insert(0, ".")
 from normgen import bench, layernorm, runtime, tiles  # noqa: E402
+from normgen import compile as nvrtc_compile  # noqa: E402
 
 SOURCE = r"""
 #include <cuda_bf16.h>
@@ -149,17 +155,46 @@ __device__ __forceinline__ uint32_t pack4(float a, float b, float c, float d) {
   return w;
 }
 
-extern "C" __global__ void __cluster_dims__(C, 1, 1) __launch_bounds__(T, 1) probe(
-    const __nv_bfloat16* __restrict__ x, const __nv_bfloat16* __restrict__ g, const __nv_bfloat16* __restrict__ b,
-    int8_t* __restrict__ y, float* __restrict__ scale, int rows, float eps, int nvec) {
-  extern __shared__ __align__(128) unsigned char smem[];
+// The generated instances' ways, one switch each, to find what costs their build against
+// this one: PARAMS (one struct argument, as normgen::Params), NOCLUSTER (no __cluster_dims__
+// where C is 1), STATIC (the reductions' scratch and the mbarrier in static shared memory,
+// before the dynamic region, as the template declares them; SMEM_ALIGN, the dynamic region's
+// alignment, 16 as the template's, puts the stage 48 bytes past a 128-byte line). KEEP: the maximum's pass keeps
+// its outputs (P x 8 floats a thread) for the stores instead of computing them again.
+#if PARAMS
+struct ProbeParams {
+  const __nv_bfloat16* x; const __nv_bfloat16* g; const __nv_bfloat16* b; int8_t* y; float* scale;
+  int rows; float eps; int nvec; int pad;
+};
+#define PROBE_ARGS const ProbeParams pp
+#else
+#define PROBE_ARGS const __nv_bfloat16* __restrict__ x, const __nv_bfloat16* __restrict__ g, \
+    const __nv_bfloat16* __restrict__ b, int8_t* __restrict__ y, float* __restrict__ scale, int rows, float eps, int nvec
+#endif
+#if NOCLUSTER && C == 1
+#define PROBE_CLUSTER
+#else
+#define PROBE_CLUSTER __cluster_dims__(C, 1, 1)
+#endif
+extern "C" __global__ void PROBE_CLUSTER __launch_bounds__(T, 1) probe(PROBE_ARGS) {
+#if PARAMS
+  const __nv_bfloat16* x = pp.x; const __nv_bfloat16* g = pp.g; const __nv_bfloat16* b = pp.b;
+  int8_t* y = pp.y; float* scale = pp.scale; const int rows = pp.rows; const float eps = pp.eps;
+  const int nvec = pp.nvec;
+#endif
+  extern __shared__ __align__(SMEM_ALIGN) unsigned char smem[];
   uint4* stage = reinterpret_cast<uint4*>(smem);                       // R x NC bf16
   uint4* cols = reinterpret_cast<uint4*>(smem + R * NC * 2);           // gamma, beta: 2 x NC bf16
+#if STATIC
+  __shared__ float part[W * (3 * R + 1) + 10 * R];
+  __shared__ unsigned long long bar[1];
+#else
   float* part = reinterpret_cast<float*>(smem + R * NC * 2 + (COLS_SMEM ? 4 * NC : 0));  // W x 2R
+  unsigned long long* bar = reinterpret_cast<unsigned long long*>(part + W * (3 * R + 1) + 10 * R);
+#endif
   float* partm = part + W * (2 * R + 1);                               // W x R (the maxima's own)
   float* xb = partm + W * R;                                           // 2 parities x 3R
   float* out = xb + 6 * R;                                             // 3R
-  unsigned long long* bar = reinterpret_cast<unsigned long long*>(out + 4 * R);
   const int t = threadIdx.x;
   const unsigned me = C > 1 ? rank() : 0;
   const int cid = C > 1 ? cluster_id() : blockIdx.x, ncl = C > 1 ? clusters() : gridDim.x;
@@ -219,7 +254,7 @@ extern "C" __global__ void __cluster_dims__(C, 1, 1) __launch_bounds__(T, 1) pro
       st[2 * R + WSHIFT - 1] = kw;
     }
     reduce<false>(st, part, xbp, out);
-    float rstd[R], c[R], m[R];
+    float rstd[R], c[R], m[R], kept[KEEP ? P : 1][8];
     #pragma unroll
     for (int j = 0; j < R; ++j) {
       const float mu = st[2 * j] * (1.f / N), var = fmaxf(st[2 * j + 1] * (1.f / N) - mu * mu, 0.f);
@@ -236,8 +271,11 @@ extern "C" __global__ void __cluster_dims__(C, 1, 1) __launch_bounds__(T, 1) pro
       const uint32_t w[4] = {v.x, v.y, v.z, v.w}, gw[4] = {gk.x, gk.y, gk.z, gk.w}, bw[4] = {bk.x, bk.y, bk.z, bk.w};
       #pragma unroll
       for (int q = 0; q < 4; ++q) {
-        m[j] = fmaxf(m[j], fabsf(fmaf(fmaf(lo(w[q]), rstd[j], c[j]), lo(gw[q]), lo(bw[q]))));
-        m[j] = fmaxf(m[j], fabsf(fmaf(fmaf(hi(w[q]), rstd[j], c[j]), hi(gw[q]), hi(bw[q]))));
+        const float o0 = fmaf(fmaf(lo(w[q]), rstd[j], c[j]), lo(gw[q]), lo(bw[q]));
+        const float o1 = fmaf(fmaf(hi(w[q]), rstd[j], c[j]), hi(gw[q]), hi(bw[q]));
+        if (KEEP) { kept[k][2 * q] = o0; kept[k][2 * q + 1] = o1; }
+        m[j] = fmaxf(m[j], fabsf(o0));
+        m[j] = fmaxf(m[j], fabsf(o1));
       }
     }
     reduce<true>(m, partm, xbp + 2 * R, out + 2 * R);
@@ -253,14 +291,19 @@ extern "C" __global__ void __cluster_dims__(C, 1, 1) __launch_bounds__(T, 1) pro
       if (k >= nvec) break;
       const int j = k / PR, col = (k % PR) * T + t;
       if (row0 + j >= rows) break;
-      const uint4 gk = COLS_SMEM ? cols[col] : gv[col], bk = COLS_SMEM ? cols[NC / V + col] : bv[col];
-      const uint4 v = xr[k];
-      const uint32_t w[4] = {v.x, v.y, v.z, v.w}, gw[4] = {gk.x, gk.y, gk.z, gk.w}, bw[4] = {bk.x, bk.y, bk.z, bk.w};
       float o[8];
-      #pragma unroll
-      for (int q = 0; q < 4; ++q) {
-        o[2 * q] = fmaf(fmaf(lo(w[q]), rstd[j], c[j]), lo(gw[q]), lo(bw[q])) * qmul[j];
-        o[2 * q + 1] = fmaf(fmaf(hi(w[q]), rstd[j], c[j]), hi(gw[q]), hi(bw[q])) * qmul[j];
+      if (KEEP) {
+        #pragma unroll
+        for (int e = 0; e < 8; ++e) o[e] = kept[k][e] * qmul[j];
+      } else {
+        const uint4 gk = COLS_SMEM ? cols[col] : gv[col], bk = COLS_SMEM ? cols[NC / V + col] : bv[col];
+        const uint4 v = xr[k];
+        const uint32_t w[4] = {v.x, v.y, v.z, v.w}, gw[4] = {gk.x, gk.y, gk.z, gk.w}, bw[4] = {bk.x, bk.y, bk.z, bk.w};
+        #pragma unroll
+        for (int q = 0; q < 4; ++q) {
+          o[2 * q] = fmaf(fmaf(lo(w[q]), rstd[j], c[j]), lo(gw[q]), lo(bw[q])) * qmul[j];
+          o[2 * q + 1] = fmaf(fmaf(hi(w[q]), rstd[j], c[j]), hi(gw[q]), hi(bw[q])) * qmul[j];
+        }
       }
       *reinterpret_cast<uint2*>(y + (long long)(row0 + j) * N + me * NC + col * V) =
           make_uint2(pack4(o[0], o[1], o[2], o[3]), pack4(o[4], o[5], o[6], o[7]));
@@ -277,6 +320,21 @@ VARIANTS = {
     "one_shfl": (32768, {"RED_SHFL": 1}),  # 0.934
     "one_template": (32768, {"RED_SHFL": 1, "WSHIFT": 1}),  # the template's reductions: 0.923-0.938
     "one_sqrt": (32768, {"RED_SHFL": 1, "WSHIFT": 1, "SQRTDIV": 1}),  # ... and its rstd: 0.905-0.922
+    # the instances' ways (see SOURCE: PARAMS, NOCLUSTER, STATIC; NGBUILD: normgen.compile's
+    # build), one at a time on one_sqrt (0.900-0.911 in the same runs), then all of them.
+    # PARAMS 0.903, NOCLUSTER 0.915, NGBUILD 0.910; STATIC at the template's 16-byte alignment
+    # 0.815 (three runs), on a 128-byte line 0.911-0.912; all 0.808-0.810. So the instance's
+    # loss was its bulk copies into a stage 48 bytes past a 128-byte line
+    **{f"one_sqrt_{k.lower()}": (32768, {"RED_SHFL": 1, "WSHIFT": 1, "SQRTDIV": 1, k: 1})
+       for k in ("PARAMS", "NOCLUSTER", "NGBUILD")},
+    "one_sqrt_static": (32768, {"RED_SHFL": 1, "WSHIFT": 1, "SQRTDIV": 1, "STATIC": 1, "SMEM_ALIGN": 16}),
+    "one_sqrt_static128": (32768, {"RED_SHFL": 1, "WSHIFT": 1, "SQRTDIV": 1, "STATIC": 1}),
+    "one_sqrt_inst": (32768, {"RED_SHFL": 1, "WSHIFT": 1, "SQRTDIV": 1, "PARAMS": 1, "NOCLUSTER": 1, "STATIC": 1,
+                              "SMEM_ALIGN": 16, "NGBUILD": 1}),
+    # the maximum's outputs kept for the stores: 0.878-0.879 (64 registers), one_shfl_keep spills
+    # 68 bytes: 0.706 (one_shfl 0.922 in the same run)
+    "one_sqrt_keep": (32768, {"RED_SHFL": 1, "WSHIFT": 1, "SQRTDIV": 1, "KEEP": 1}),
+    "one_shfl_keep": (32768, {"RED_SHFL": 1, "KEEP": 1}),
     "one_stage": (32768, {"RED_SHFL": 1, "WSHIFT": 1, "STAGE_SHIFT": 1}),  # 0.931
     "one_wshift": (32768, {"WSHIFT": 1}),  # three values summed from shared memory (spills 48 bytes): 0.782
     "one_l2": (32768, {"COLS_SMEM": 0}),  # gamma and beta from L2: 0.792
@@ -291,7 +349,7 @@ VARIANTS = {
     "one_l2_65536": (65536, {"COLS_SMEM": 0}),  # gamma and beta from L2 (256 KB do not fit): ~0.60
 }
 DEFAULTS = {"C": 1, "R": 1, "T": 1024, "COLS_SMEM": 1, "PIECES": 4, "RED_SHFL": 0, "WSHIFT": 0, "SQRTDIV": 0,
-            "STAGE_SHIFT": 0}
+            "STAGE_SHIFT": 0, "PARAMS": 0, "NOCLUSTER": 0, "STATIC": 0, "KEEP": 0, "NGBUILD": 0, "SMEM_ALIGN": 128}
 
 
 def build(n, switches):
@@ -299,16 +357,37 @@ def build(n, switches):
     d = {**DEFAULTS, **switches}
     c, r, t = d["C"], d["R"], d["T"]
     defs = "".join(f"#define {k} {v}\n" for k, v in {"N": n, **d}.items())
-    k = cp.RawModule(code=defs + SOURCE, options=("--std=c++17",)).get_function("probe")
-    smem = r * n // c * 2 + (4 * n // c if d["COLS_SMEM"] else 0) + 32 * (3 * r + 1) * 4 + 10 * r * 4 + 16
+    if d["NGBUILD"]:  # compiled as the instances are (normgen.compile's options), loaded from the cubin
+        folder = Path(tempfile.mkdtemp())
+        (folder / "probe.cu").write_text(defs + SOURCE)
+        cubin = folder / "probe.cubin"
+        cubin.write_bytes(nvrtc_compile.compile_file(folder / "probe.cu", runtime.device_arch(0)).cubin)
+        k = cp.RawModule(path=str(cubin)).get_function("probe")
+    else:
+        k = cp.RawModule(code=defs + SOURCE, options=("--std=c++17",)).get_function("probe")
+    smem = r * n // c * 2 + (4 * n // c if d["COLS_SMEM"] else 0)
+    smem += 0 if d["STATIC"] else 32 * (3 * r + 1) * 4 + 10 * r * 4 + 16
     k.max_dynamic_shared_size_bytes = smem
     # (a tile only to say the block, cluster and shared memory the occupancy query needs)
-    clusters = runtime.resident_clusters(k.kernel.ptr, tiles.Tile(t, 1, 8, 1, c, smem))
+    if d["NOCLUSTER"] and c == 1:  # no cluster kernel: as runtime._load sizes a grid
+        per_sm = driver.occupancyMaxActiveBlocksPerMultiprocessor(k.kernel.ptr, t, smem)
+        clusters = per_sm * cp.cuda.runtime.getDeviceProperties(0)["multiProcessorCount"]
+    else:
+        clusters = runtime.resident_clusters(k.kernel.ptr, tiles.Tile(t, 1, 8, 1, c, smem))
+    nvec = r * n // c // 8 // t
 
     def launch(x, g, b, q, s, rows):
         grid = min(clusters, -(-rows // r)) * c
-        k((grid,), (t,), (x, g, b, q, s, np.int32(rows), np.float32(1e-5), np.int32(r * n // c // 8 // t)),
-          shared_mem=smem)
+        if d["PARAMS"]:  # one struct by value, launched as runtime.Kernel launches
+            args = struct.pack("=QQQQQifii", x.data.ptr, g.data.ptr, b.data.ptr, q.data.ptr, s.data.ptr, rows,
+                               1e-5, nvec, 0)
+            buf = ctypes.create_string_buffer(args, len(args))
+            size = ctypes.c_size_t(len(args))
+            extra = (ctypes.c_void_p * 5)(1, ctypes.addressof(buf), 2, ctypes.addressof(size), 0)
+            driver.launchKernel(k.kernel.ptr, grid, 1, 1, t, 1, 1, smem, cp.cuda.get_current_stream().ptr, 0,
+                                ctypes.addressof(extra))
+        else:
+            k((grid,), (t,), (x, g, b, q, s, np.int32(rows), np.float32(1e-5), np.int32(nvec)), shared_mem=smem)
     return launch
 
 

@@ -887,6 +887,18 @@ CANDIDATES = {  # name: (bench op, dtype, N, candidates)
     # 65536 0.957-0.958 / 0.956-0.957, RMSNorm + fp8 65536 0.919-0.921 / 0.911-0.912. A gain
     # at LayerNorm + int8 65536 alone (+0.02), slower elsewhere: not worth a host buffer of
     # ones and zeros for absent columns.
+    # staged rows' stage on a 128-byte line (patch a128) against the committed 16-byte
+    # alignment, alternating twice. H100, twenty-second session: no difference beyond the
+    # spread (the stage is written by st.shared, not bulk copies): LayerNorm + int8 32768
+    # 0.840-0.851 / 0.844-0.853, 65536 0.742-0.748 / 0.739-0.748, RMSNorm + fp8 32768
+    # 0.971-0.976 / 0.976-0.977, 65536 0.931-0.932 / 0.931-0.932, LayerNorm 65536 0.945-0.949
+    # / 0.948, 262144 0.892 / 0.883-0.892, RMSNorm 65536 0.938-0.955 / 0.935-0.936, add +
+    # LayerNorm 65536 0.960-0.961 / 0.956-0.961; outputs identical
+    **patch_groups("a128", ((), ("a128",)) * 2,
+                   [("layernorm+int8", DType.BF16, 32768), ("layernorm+int8", DType.BF16, 65536),
+                    ("rmsnorm+fp8", DType.BF16, 32768), ("rmsnorm+fp8", DType.BF16, 65536),
+                    ("layernorm", DType.BF16, 65536), ("layernorm", DType.BF16, 262144),
+                    ("rmsnorm", DType.BF16, 65536), ("add+layernorm", DType.BF16, 65536)]),
     **patch_groups("nonull", ((), ("nonull",)) * 2,
                    [("layernorm+int8", DType.BF16, 32768), ("layernorm+int8", DType.BF16, 65536),
                     ("layernorm+int8", DType.BF16, 16384), ("layernorm+fp8", DType.BF16, 16384),
@@ -1299,6 +1311,9 @@ PATCHES = {  # name: [(old, new), ...]
                 "          p, st, load, cols, Columns<K, 1, V>{}, sh_max[ph], floats, qmul, row, true, lane == 0, early);\n    }\n"
                 "    phase_stamp<C>(row, 6, clock64());\n"
                 "    phase_stamp<C>(row, 1, global_timer());\n")],
+    # staged rows' shared memory on a 128-byte line (the static scratch before it left the
+    # stage 16-112 bytes past one; scripts/stream_probe.py's STATIC variants)
+    "a128": [("extern __shared__ uint4 stage_words[];", "extern __shared__ __align__(128) uint4 stage_words[];")],
 }
 
 
