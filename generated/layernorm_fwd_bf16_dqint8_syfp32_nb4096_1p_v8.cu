@@ -22,6 +22,7 @@ struct Traits {
   static constexpr int kRepeat = 4;
   static constexpr int kCluster = 1;
   static constexpr bool kStaged = false;
+  static constexpr bool kStreamed = false;
   static constexpr bool kLean = false;
   static constexpr bool kPackColumns = true;
   static constexpr bool kKeepOutputs = true;

@@ -22,6 +22,7 @@ struct Traits {
   static constexpr int kRepeat = 2;
   static constexpr int kCluster = 1;
   static constexpr bool kStaged = false;
+  static constexpr bool kStreamed = false;
   static constexpr bool kLean = true;
   static constexpr bool kPackColumns = false;
   static constexpr bool kKeepOutputs = false;

@@ -589,6 +589,64 @@ __device__ __forceinline__ Stats folded(const Stats& st, bool& near) {
   return Stats{0.f, mean, st.rstd, st.amax, st.far};
 }
 
+// ---- streamed rows (K::kStreamed: tiles.STREAMED_TILES) ---------------------------------------
+// One block an SM holds its row in registers while the copy engine brings its next row into
+// shared memory (cp.async.bulk, completing on an mbarrier): the next row's DRAM reads overlap
+// this row's reductions and output passes. The row's gamma and beta sit in shared memory
+// beside the stage, copied once (absent ones as ones and zeros), for both output passes.
+// The copy is issued in kPieces pieces by as many threads, each the first of its own group
+// of warps: issued by one thread, it held that thread's warp back by its instructions, and
+// every other warp then waited for it at the row's next barrier.
+// Shared memory: [stage: a bucket of X][gamma: a bucket of W][beta: a bucket of W][mbarrier].
+template <class K> struct Stream {
+  using X = typename K::X;
+  using W = typename K::W;
+  static constexpr int kBucket = K::kThreadsPerRow * K::kRepeat * K::kVec, kPieces = 8;
+  static constexpr int kPieceBytes = kBucket * sizeof(X) / kPieces;
+  static_assert(kPieceBytes % 16 == 0 && K::kThreadsPerRow % (32 * kPieces) == 0, "whole pieces, whole warps");
+  __device__ static unsigned char* base() {
+    // on a 128-byte line past the static scratch: bulk copies into a stage 48 bytes past one
+    // ran 0.815 of copy against 0.912 (scripts/stream_probe.py's STATIC variants, H100)
+    extern __shared__ __align__(128) uint4 stage_words[];
+    return reinterpret_cast<unsigned char*>(stage_words);
+  }
+  __device__ static X* stage() { return reinterpret_cast<X*>(base()); }
+  __device__ static W* gamma() { return reinterpret_cast<W*>(base() + kBucket * sizeof(X)); }
+  __device__ static W* beta() { return gamma() + kBucket; }
+  __device__ static unsigned barrier() { return static_cast<unsigned>(__cvta_generic_to_shared(beta() + kBucket)); }
+  __device__ static void init() {  // thread 0; a block barrier before any wait
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(barrier()), "r"(kPieces));
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  }
+  // The piece this thread issues (-1: none).
+  __device__ static int piece() {
+    constexpr int kEvery = K::kThreadsPerRow / kPieces;
+    return threadIdx.x % kEvery == 0 ? static_cast<int>(threadIdx.x) / kEvery : -1;
+  }
+  // Piece q of the row of n elements at xr (its bytes q * kPieceBytes on, up to the row's
+  // 2n: none, or fewer, for shorter rows; 16-byte multiples, as rows are of whole 16-byte
+  // vectors) into the stage. The stage's earlier reads (by every thread, before a block
+  // barrier) are ordered before the copy's writes.
+  __device__ static void fetch(const X* xr, int n, int q) {
+    const int off = q * kPieceBytes;
+    const unsigned bytes = max(min(n * static_cast<int>(sizeof(X)) - off, kPieceBytes), 0);
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(barrier()), "r"(bytes) : "memory");
+    if (bytes > 0)
+      asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
+                   ::"r"(static_cast<unsigned>(__cvta_generic_to_shared(stage())) + off),
+                     "l"(reinterpret_cast<const char*>(xr) + off), "r"(bytes), "r"(barrier()) : "memory");
+  }
+  // Waits for the fetch of the given parity (0, 1, 0, ...: one per row) to land.
+  __device__ static void wait(unsigned parity) {
+    unsigned done;
+    do {
+      asm volatile("{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }"
+                   : "=r"(done) : "r"(barrier()), "r"(parity) : "memory");
+    } while (!done);
+  }
+};
+
 // ---- per-column vectors: gamma, beta, x-bias, smooth scale ---------------------------------
 // Packed like the row. Pipelines hold them in registers for all of a block's rows when
 // they fit the budget (they are the same for every row), else load them per vector.
@@ -621,6 +679,11 @@ template <class K, int P, int V> struct Columns {
     if constexpr (K::kXBias) bias.load(i, static_cast<const typename K::X*>(p.x_bias) + col);
   }
   __device__ __forceinline__ void load_epilogue(const Params& p, int i, i64 col) {
+    if constexpr (K::kStreamed) {  // shared memory's copies (stream_columns)
+      g.load(i, Stream<K>::gamma() + col);
+      if constexpr (K::kNorm == Norm::LAYERNORM) b.load(i, Stream<K>::beta() + col);
+      return;
+    }
     if (p.gamma != nullptr) {
       g.load(i, static_cast<const W*>(p.gamma) + col);
     } else {  // no scale
@@ -1131,6 +1194,36 @@ template <class K, int V> struct Pilot {
   }
 };
 
+// A streamed block's gamma and beta (ones and zeros where absent) copied to shared memory:
+// each thread its own vectors, which only it reads.
+template <class K, int P, int V, class Cols>
+__device__ __forceinline__ void stream_columns(const Params& p, const Cols& cols) {
+  using W = typename K::W;
+#pragma unroll
+  for (int i = 0; i < P; ++i) {
+    if (cols.inside(i)) {
+      Columns<K, 1, V> c;
+      if (p.gamma != nullptr) {
+        c.g.load(0, static_cast<const W*>(p.gamma) + cols(i));
+      } else {
+        float one[V];
+#pragma unroll
+        for (int j = 0; j < V; ++j) one[j] = 1.f;
+        c.g.set(0, one);
+      }
+      c.g.store(0, Stream<K>::gamma() + cols(i));
+      if constexpr (K::kNorm == Norm::LAYERNORM) {
+        if (p.beta != nullptr) {
+          c.b.load(0, static_cast<const W*>(p.beta) + cols(i));
+        } else {
+          c.b.zero(0);
+        }
+        c.b.store(0, Stream<K>::beta() + cols(i));
+      }
+    }
+  }
+}
+
 // ---- one-pass: the whole row in registers ----------------------------------------------
 // A block serves R rows at a time with T threads per row, or, with a cluster of C blocks,
 // one row with C*T threads. Row thread t holds the P vectors at columns (i*C*T + t)*V, in
@@ -1138,8 +1231,10 @@ template <class K, int V> struct Pilot {
 // Blocks (clusters) stride over the rows, so any number of rows works. Two things keep
 // DRAM busy across a block's rows: the next row's loads are issued before this row's
 // reductions, and the per-column vectors (the same for every row) are loaded once per
-// block -- each when it fits the register budget.
-template <class K>
+// block -- each when it fits the register budget. Streamed rows (K::kStreamed, see Stream)
+// do neither: the next row comes into shared memory by the copy engine, and the columns are
+// read from shared memory. kFull: as in one_pass_staged (streamed rows only).
+template <class K, bool kFull>
 __device__ __forceinline__ void one_pass(const Params& p) {
   using X = typename K::X;
   constexpr int T = K::kThreadsPerRow, R = K::kRowsPerBlock, C = K::kCluster;
@@ -1147,8 +1242,9 @@ __device__ __forceinline__ void one_pass(const Params& p) {
   constexpr bool kLN = K::kNorm == Norm::LAYERNORM;
   constexpr bool kAdd = K::kFusedAdd != 0;
   // K::kLean (tiles.Tile.lean): built for few registers, which the row takes alone
-  constexpr bool kHold = !K::kLean && V > 1 && Columns<K, P, V>::kWords <= 32;
-  constexpr bool kPrefetchRow = !K::kLean && V > 1 && (kAdd ? 2 : 1) * Packed<X, P, V>::kWords <= 16;
+  constexpr bool kStream = K::kStreamed;
+  constexpr bool kHold = !kStream && !K::kLean && V > 1 && Columns<K, P, V>::kWords <= 32;
+  constexpr bool kPrefetchRow = !kStream && !K::kLean && V > 1 && (kAdd ? 2 : 1) * Packed<X, P, V>::kWords <= 16;
   // LayerNorm shifts: per warp (warp_shift) in a block's rows, the row's first columns
   // (Pilot) over a cluster
   constexpr bool kWarpShifted = kLN && C == 1 && T > 32;
@@ -1163,7 +1259,7 @@ __device__ __forceinline__ void one_pass(const Params& p) {
   const i64 group = C > 1 ? cluster_index() : blockIdx.x;
   const i64 stride = (C > 1 ? cluster_count() : gridDim.x) * static_cast<i64>(R);
   const int n = p.n;
-  const auto cols = row_cols<false>([=](int i) { return (i * C * T + lane) * V; }, n);
+  const auto cols = row_cols<kFull>([=](int i) { return (i * C * T + lane) * V; }, n);
   auto row_x = [&](i64 row) { return static_cast<const X*>(p.x) + row_offset(row, p.inner, p.x_so, p.x_si); };
   auto row_r = [&](i64 row) {
     return static_cast<const X*>(p.residual) + (kAdd ? row_offset(row, p.inner, p.r_so, p.r_si) : 0);
@@ -1195,12 +1291,28 @@ __device__ __forceinline__ void one_pass(const Params& p) {
   const float qmul = static_qmul<K>(p);
   i64 base = group * R;
   RowIn<K, P, V> in;
-  if (base < p.rows) load_row(in, base);
+  unsigned parity = 0;  // of the streamed row's fetch
+  if constexpr (kStream) {
+    stream_columns<K, P, V>(p, cols);
+    if (threadIdx.x == 0) Stream<K>::init();
+    __syncthreads();
+    if (Stream<K>::piece() >= 0 && base < p.rows) Stream<K>::fetch(row_x(base), n, Stream<K>::piece());
+  } else if (base < p.rows) {
+    load_row(in, base);
+  }
   for (int ph = 0; base < p.rows; base += stride, ph = (ph + 1) % S) {
     // Every thread runs the reductions, also for a row past the end (live == false).
     const i64 row = base + sub;
     const bool live = row < p.rows;
     const bool more = base + stride < p.rows;
+    if constexpr (kStream) {  // this row from the stage, then the next one into it
+      Stream<K>::wait(parity);
+      parity ^= 1;
+#pragma unroll
+      for (int i = 0; i < P; ++i) load_in<K, P, V>(in, i, Stream<K>::stage(), nullptr, cols(i), cols.inside(i));
+      __syncthreads();
+      if (Stream<K>::piece() >= 0 && more) Stream<K>::fetch(row_x(base + stride), n, Stream<K>::piece());
+    }
     RowIn<K, P, V> next;
     if constexpr (kHold && K::kPackColumns) c.keep_packed();
     if constexpr (kPrefetchRow) {
@@ -1251,11 +1363,44 @@ __device__ __forceinline__ void one_pass(const Params& p) {
       st.c += st.shift - k;
       st.shift = k;
     }
-    finish_row<K, P, V, kHold, kKeep, kKeep, T, R, C, P>(p, st, load, cols, c, sh_max[ph], kept, qmul, row, live,
-                                                        lane == 0);
+    bool fold = false;  // as in one_pass_staged (K::kFoldShift: streamed rows)
+    Stats st_folded = st;
+    if constexpr (K::kFoldShift) st_folded = folded(st, fold);
+    if (fold) {
+      if constexpr (K::kFoldShift)
+        finish_row<K, P, V, kHold, kKeep, true, T, R, C, P>(p, st_folded, load, cols, c, sh_max[ph], kept, qmul, row,
+                                                            live, lane == 0);
+    } else if constexpr (kStream) {
+      // A row that keeps its shift (its mean more than a deviation from zero: rare), in
+      // rolled passes of two vectors a step, each vector selected from the row's registers
+      // by its run-time index: little code. Beside the folded passes, these passes' code
+      // alone, never run on the benchmark's rows, cost them 0.06-0.11 of copy built
+      // unrolled, inline or out of line (LayerNorm + int8 bf16 32768: 0.856 inline, 0.815 as
+      // a __noinline__ function, 0.919-0.926 without; H100); rolled, nothing measurable
+      // (0.896-0.913 with, 0.899-0.918 without). Rows of 1000 + N(0, 1) run 0.75-0.76 so
+      // (one vector a step 0.70; from a copy in local memory 0.53: L1, beside the shared
+      // memory, does not hold the copies), the staged kernel 0.80.
+      auto far_load = [&](int i, float (&d)[V]) {
+        constexpr int kW = Packed<X, 1, V>::kWords;
+        Packed<X, 1, V> one;
+#pragma unroll
+        for (int k = 0; k < kW; ++k) one.w[k] = in.x.w[k];
+#pragma unroll
+        for (int j = 1; j < P; ++j) {
+#pragma unroll
+          for (int k = 0; k < kW; ++k) one.w[k] = i == j ? in.x.w[j * kW + k] : one.w[k];
+        }
+        one.get(0, d);
+      };
+      finish_row<K, P, V, false, false, false, T, R, C, (P % 2 ? 1 : 2)>(p, st, far_load, cols, c, sh_max[ph], kept,
+                                                                         qmul, row, live, lane == 0);
+    } else {
+      finish_row<K, P, V, kHold, kKeep, kKeep, T, R, C, P>(p, st, load, cols, c, sh_max[ph], kept, qmul, row, live,
+                                                          lane == 0);
+    }
     if constexpr (kPrefetchRow) {
       in = next;
-    } else if (more) {
+    } else if (!kStream && more) {
       load_row(in, base + stride);
     }
   }
@@ -1493,24 +1638,35 @@ __device__ __forceinline__ void norm_fwd(const Params& p) {
   static_assert(!K::kKeepOutputs || (K::kPipeline == Pipeline::ONE_PASS && K::kQuant == Quant::DYNAMIC &&
                                      !merged_max<K>()),
                 "outputs are kept only by one-pass rows, between a dynamic quant's maximum and the stores");
-  static_assert(!kFull || (K::kPipeline == Pipeline::ONE_PASS && K::kStaged), "only staged rows have whole-row kernels");
+  static_assert(!kFull || (K::kPipeline == Pipeline::ONE_PASS && (K::kStaged || K::kStreamed)),
+                "only staged and streamed rows have whole-row kernels");
   static_assert(K::kRepeat % K::kOutputStep == 0, "output passes take a thread's vectors in whole steps");
   static_assert(K::kColumnPrefetch <= K::kRepeat && (K::kColumnPrefetch == 0 || K::kStaged),
                 "staged rows prefetch some of their vectors' columns");
   static_assert(K::kColumnRegisters <= K::kOutputStep && (K::kColumnRegisters == 0 || K::kStaged),
                 "staged rows load some of their first output step's columns early");
-  static_assert(!K::kFoldShift || (K::kPipeline == Pipeline::ONE_PASS && K::kStaged && K::kNorm == Norm::LAYERNORM),
-                "staged LayerNorm rows fold their shift into the output passes' chain");
+  static_assert(!K::kFoldShift || (K::kPipeline == Pipeline::ONE_PASS && (K::kStaged || K::kStreamed) &&
+                                   K::kNorm == Norm::LAYERNORM && !K::kKeepOutputs),
+                "staged or streamed LayerNorm rows fold their shift into the output passes' chain");
   static_assert(!K::kLean || (K::kPipeline == Pipeline::ONE_PASS && !K::kStaged),
                 "only register-held one-pass rows are built lean");
+  static_assert(!K::kStreamed || (K::kPipeline == Pipeline::ONE_PASS && !K::kStaged && !K::kLean &&
+                                  K::kCluster == 1 && K::kRowsPerBlock == 1 && K::kFusedAdd == 0 && !K::kXBias &&
+                                  !K::kSmooth && sizeof(typename K::W) == sizeof(typename K::X) &&
+                                  K::kVec * sizeof(typename K::X) == 16),
+                "streamed rows: one row a block, of whole 16-byte vectors, gamma and beta of x's precision");
   static_assert(K::kRowCache == Cache::NORMAL || K::kPipeline == Pipeline::ONE_PASS,
                 "only one-pass rows choose where their loads of x leave their lines");
-  if constexpr (K::kPipeline == Pipeline::ONE_PASS && K::kStaged) {
+  if constexpr (K::kPipeline == Pipeline::ONE_PASS && (K::kStaged || kFull)) {
     Params q = p;  // in a whole-row kernel n is a compile-time constant everywhere (counts, offsets)
     if constexpr (kFull) q.n = K::kThreadsPerRow * K::kCluster * K::kRepeat * K::kVec;
-    one_pass_staged<K, kFull>(q);
+    if constexpr (K::kStaged) {
+      one_pass_staged<K, kFull>(q);
+    } else {
+      one_pass<K, kFull>(q);
+    }
   } else if constexpr (K::kPipeline == Pipeline::ONE_PASS) {
-    one_pass<K>(p);
+    one_pass<K, false>(p);
   } else {
     two_pass<K>(p);
   }

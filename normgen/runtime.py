@@ -122,7 +122,7 @@ def resident_clusters(func: int, tile) -> int:
     config = cu.CUlaunchConfig()
     config.gridDimX, config.gridDimY, config.gridDimZ = tile.cluster, 1, 1
     config.blockDimX, config.blockDimY, config.blockDimZ = tile.block_threads, 1, 1
-    config.sharedMemBytes = tile.stage_bytes
+    config.sharedMemBytes = tile.shared_bytes
     err, clusters = cu.cuOccupancyMaxActiveClusters(cu.CUfunction(func), config)
     if err != cu.CUresult.CUDA_SUCCESS:
         raise RuntimeError(f"cuOccupancyMaxActiveClusters failed: {err}")
@@ -155,13 +155,13 @@ def _load(spec: KernelSpec, source_dir: Path, device: int, symbol: str) -> Kerne
         module = _module(spec, source_dir, device)
         func = module.get_function(symbol).kernel
         tile = spec.tile
-        if tile.stage_bytes > 48 * 1024:  # beyond the default dynamic shared-memory limit
-            driver.funcSetAttribute(func.ptr, _MAX_DYNAMIC_SHARED_SIZE_BYTES, tile.stage_bytes)
+        if tile.shared_bytes > 48 * 1024:  # beyond the default dynamic shared-memory limit
+            driver.funcSetAttribute(func.ptr, _MAX_DYNAMIC_SHARED_SIZE_BYTES, tile.shared_bytes)
         if tile.cluster > PORTABLE_CLUSTER:
             driver.funcSetAttribute(func.ptr, _NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1)
         per_sm = driver.occupancyMaxActiveBlocksPerMultiprocessor(
-            func.ptr, tile.block_threads, tile.stage_bytes)
+            func.ptr, tile.block_threads, tile.shared_bytes)
         blocks = max(per_sm, 1) * props["multiProcessorCount"]
         groups = resident_clusters(func.ptr, tile) if tile.resident else max(blocks // tile.cluster, 1) * tile.waves
         return Kernel(spec, module, symbol, func.ptr, tile.block_threads, tile.rows_per_block,
-                      tile.cluster, tile.stage_bytes, groups)
+                      tile.cluster, tile.shared_bytes, groups)

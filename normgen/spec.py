@@ -69,7 +69,7 @@ class KernelSpec:
         RMSNorm with both 220-332, fp32 RMSNorm with either 4, LayerNorm with fp32 columns
         at 65536 8 under NVRTC 13.5)."""
         t = self.tile
-        staged = self.pipeline == Pipeline.ONE_PASS and t.stage_bytes > 0
+        staged = self.pipeline == Pipeline.ONE_PASS and t.shared_bytes > 0
         wide_columns = self.w.itemsize > self.x.itemsize and t.block_threads == 1024
         loads = ((self.fused_add != FusedAdd.NONE) + (self.smooth is not None) + (self.vec * self.x.itemsize < 16)
                  + self.save_stats + (self.norm == Norm.LAYERNORM or self.x.itemsize == 4) + wide_columns)
@@ -135,7 +135,7 @@ class KernelSpec:
     def light_columns(self) -> bool:
         """Whether a row's only per-column vectors are gamma (and beta) of x's precision: no
         x-bias or fused add, no smooth scale."""
-        return not self.op.prologue and self.smooth is None and self.w == self.x
+        return not self.op.prologue and self.op.light_columns
 
     @property
     def column_prefetch(self) -> int:
@@ -203,12 +203,12 @@ class KernelSpec:
 
     @property
     def fold_shift(self) -> bool:
-        """Whether a staged row's output passes take h as staged, with the shift folded into
-        the normalize chain's constant (the template's `folded`), for rows whose mean lies
-        within a standard deviation of zero: an instruction an element fewer in each pass.
-        Where it pays: LayerNorm's dynamic quant on one-block staged rows that compute their
-        outputs twice (not kept) from light columns, the rows bound by their instructions.
-        With column_ahead, measured on an H100 (tune_tiles.py "fold" groups, twentieth
+        """Whether a staged (or streamed) row's output passes take h as held, with the shift
+        folded into the normalize chain's constant (the template's `folded`), for rows whose
+        mean lies within a standard deviation of zero: an instruction an element fewer in each
+        pass. Where it pays: LayerNorm's dynamic quant on one-block staged (or streamed) rows
+        that compute their outputs twice (not kept) from light columns, the rows bound by
+        their instructions. With column_ahead, measured on an H100 (tune_tiles.py "fold" groups, twentieth
         session, the kernel before (nofold) / this, alternating twice): int8 bf16 32768
         0.825-0.835 / 0.853-0.861, 65536 0.717-0.730 / 0.749-0.757; fp8 bf16 32768
         0.819-0.835 / 0.849-0.858, 65536 0.717-0.734 / 0.748-0.757; int8 fp16 32768
@@ -219,7 +219,7 @@ class KernelSpec:
         65536 (0.831 / 0.836), plain LayerNorm 65536 and 262144 (0.947 / 0.948-0.949,
         0.887-0.890 / 0.889-0.890)."""
         t = self.tile
-        return bool(self.op.quant_ln and self.pipeline == Pipeline.ONE_PASS and t.stage_bytes and t.cluster == 1
+        return bool(self.op.quant_ln and self.pipeline == Pipeline.ONE_PASS and t.shared_bytes and t.cluster == 1
                     and not self.keep_outputs and self.light_columns)
 
     @property
@@ -232,7 +232,7 @@ class KernelSpec:
         under NVRTC 13.5). Alone it shortened the stores' pass (LayerNorm + int8 bf16 65536:
         4.14 -> 3.51 us a row, 32768 3.24 -> 2.21; scripts/trace_rows.py --phases) but not
         the rows (0.709-0.718 / 0.720-0.725, 0.818-0.834 / 0.826-0.836)."""
-        return 1 if self.fold_shift else 0
+        return 1 if self.fold_shift and self.tile.stage_bytes else 0
 
     @property
     def row_cache(self) -> Cache:
@@ -267,7 +267,8 @@ class KernelSpec:
     @property
     def op(self) -> tiles.Op:
         """What of the operation the one-pass tile depends on."""
-        return tiles.Op(self.norm == Norm.RMSNORM, self.fused_add != FusedAdd.NONE or self.x_bias, self.quant)
+        return tiles.Op(self.norm == Norm.RMSNORM, self.fused_add != FusedAdd.NONE or self.x_bias, self.quant,
+                        self.smooth is None and self.w == self.x)
 
     @property
     def fused(self) -> bool:

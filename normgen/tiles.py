@@ -109,6 +109,27 @@ QUANT_LN_TILES: dict[int, dict[int, tuple]] = {
     2: {8192: (256, 1, 1, True, 48), 16384: (256, 1, 1, True), 65536: (1024, 1, 1, True)},
 }
 
+# LayerNorm + dynamic quant rows whose only per-column vectors are gamma and beta of x's
+# precision (Op.light_columns), streamed (STREAMED in a table's `staged` place; Tile.stream_bytes):
+# one 1024-thread block an SM, on a grid of one block an SM, holds its row in registers while
+# the copy engine brings its next row into shared memory, and keeps the row's gamma and beta
+# in shared memory, copied once. The next row's DRAM reads then overlap this row's reductions
+# and output passes, which one block an SM left idle, and the two output passes read the
+# columns from shared memory instead of L2 (~256 KB of L2 reads a row at 32768). Measured
+# on an H100 (tune_tiles.py "streamed" groups, twenty-second session, the one-block staged
+# kernel it replaces in the same runs): bf16 int8 32768 0.842-0.848 -> 0.896-0.914, fp8
+# 0.838-0.849 -> 0.896-0.913; rows that keep their shift (1000 + N(0, 1)) 0.800-0.814 ->
+# 0.752-0.763. bf16 only (STREAMED_TYPES): fp16 int8 ran no faster (0.870-0.872 ->
+# 0.857-0.874; its conversions cost more instructions than bf16's shifts). Two things the template's version
+# needed that the stand-alone probe (scripts/stream_probe.py) had: the stage on a 128-byte
+# line (the bulk copies into one 48 bytes past it ran 0.815 against 0.912), and the passes of
+# the rare rows that keep their shift rolled (see the template's one_pass). Not at 65536: its
+# columns (256 KB) do not fit beside the stage, and over a cluster of two (a half of the
+# columns each) the exchange cost more than it saved (0.728 against the committed 0.756).
+STREAMED = "streamed"
+STREAMED_TILES: dict[int, dict[int, tuple]] = {2: {32768: (1024, 1, 1, STREAMED, 64)}}
+STREAMED_TYPES = (DType.BF16,)
+
 # Unfused LayerNorm rows of fp32 over whole 16-byte vectors (no fused add, x-bias or quant),
 # as torch.compile's Triton kernels hold them: 8-16 elements a thread in blocks of 128-512
 # threads built for 40-64 registers, several blocks per SM, built lean (Tile.lean: no
@@ -179,12 +200,20 @@ class Tile:
     # that runs other work beside the kernel holds fewer: the clusters left over then run
     # after the others, and the launch takes up to twice as long
     resident: bool = False
+    # shared memory of a streamed block (see STREAMED_TILES): its next row's stage, then its
+    # gamma and beta (0: not streamed). Its row is held in registers (stage_bytes 0)
+    stream_bytes: int = 0
+
+    @property
+    def shared_bytes(self) -> int:
+        """The dynamic shared memory a block is launched with."""
+        return self.stage_bytes or self.stream_bytes
 
     @property
     def lean(self) -> bool:
         """A register-held row built for fewer registers than the default 128 holds nothing
         but its row: no next row loaded ahead, no per-column vectors kept across rows."""
-        return not self.stage_bytes and self.registers < 128
+        return not self.stage_bytes and not self.stream_bytes and self.registers < 128
 
     @property
     def block_threads(self) -> int:
@@ -201,7 +230,10 @@ class Tile:
         4 waves of cluster-staged rows 0.80-0.88 where one reached 0.58-0.85. Staged rows of
         one block (QUANT_LN_TILES) want 16 too: LayerNorm + int8 at 8192 0.81 with 4, 0.85
         with 16 (128 threads), 16384 0.85 -> 0.88 (256 threads). (Resident tiles launch one
-        wave of the clusters the device holds: runtime.resident_clusters.)"""
+        wave of the clusters the device holds: runtime.resident_clusters. Streamed blocks
+        launch one wave: each streams its next row while it works on this one.)"""
+        if self.stream_bytes:
+            return 1
         return 4 if self.stage_bytes and self.cluster > 1 else 16
 
     @property
@@ -213,8 +245,8 @@ class Tile:
         0.97 -> 0.82 of copy on an H100. Staged blocks must share an SM (that is their
         point): 64 registers (1024 resident threads) unless the table says otherwise."""
         blocks = REGISTERS_PER_SM // (self.block_threads * self.registers)
-        if self.stage_bytes:
-            blocks = min(blocks, SHARED_PER_SM // (self.stage_bytes + 1024))
+        if self.shared_bytes:
+            blocks = min(blocks, SHARED_PER_SM // (self.shared_bytes + 1024))
         return max(blocks, 1)
 
 
@@ -300,6 +332,7 @@ class Op:
     rmsnorm: bool = False  # else LayerNorm
     prologue: bool = False  # a fused add or x-bias: a second input, or a second per-column vector
     quant: Quant = Quant.NONE
+    light_columns: bool = False  # no smooth scale, gamma and beta of x's precision
 
     @property
     def fused(self) -> bool:
@@ -321,21 +354,27 @@ class Op:
     @property
     def tables(self) -> list:
         """The tables that may replace ONE_PASS_TILES' entry, first match first."""
-        own = [QUANT_LN_TILES] if self.quant_ln else [LEAN_LN_TILES] if self.plain_ln else []
+        streamed = [STREAMED_TILES] if self.quant_ln and self.light_columns and not self.prologue else []
+        own = streamed + [QUANT_LN_TILES] if self.quant_ln else [LEAN_LN_TILES] if self.plain_ln else []
         return own + ([SINGLE_INPUT_TILES] if not self.prologue and not self.quant_ln else [])
 
 
 def one_pass_tile(x: DType, bucket: int, vec: int, op: Op | None = None) -> Tile:
     """The one-pass tile of a bucket for `op` (None: ONE_PASS_TILES' entry as it stands).
-    The special tables (Op.tables) serve whole 16-byte vectors only; RMSNorm's rows over
-    large clusters are resident (RESIDENT_MIN_CLUSTER)."""
+    The special tables (Op.tables) serve whole 16-byte vectors only (STREAMED_TILES bf16
+    only); RMSNorm's rows over large clusters are resident (RESIDENT_MIN_CLUSTER)."""
     tables = op.tables if op and vec == x.vmax else []
+    tables = [t for t in tables if t is not STREAMED_TILES or x in STREAMED_TYPES]
     entry = next(filter(None, (t.get(x.itemsize, {}).get(bucket) for t in tables)), None)
-    threads, rows, cluster, staged, *budget = entry or ONE_PASS_TILES[x.itemsize][bucket]
+    threads, rows, cluster, kind, *budget = entry or ONE_PASS_TILES[x.itemsize][bucket]
+    staged, streamed = kind is True, kind == STREAMED
     registers = budget[0] if budget and (entry or not (op and op.fused)) else 64 if staged else 128
     per_thread = bucket // (threads * cluster)
+    # a streamed block's shared memory: the row's stage (x), gamma and beta (light columns:
+    # x's precision), and the stage's mbarrier
+    stream = 3 * bucket * x.itemsize + 16 if streamed else 0
     t = Tile(threads, rows, vec, per_thread // vec, cluster, bucket // cluster * x.itemsize if staged else 0,
-             registers, bool(op and op.rmsnorm) and cluster >= RESIDENT_MIN_CLUSTER)
+             registers, bool(op and op.rmsnorm) and cluster >= RESIDENT_MIN_CLUSTER, stream)
     keep = staged and op and op.quant_ln and keeps_outputs(t)
     return replace(t, stage_bytes=float_stage_bytes(t)) if keep else t
 

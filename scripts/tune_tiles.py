@@ -1,9 +1,10 @@
 """Time alternative one-pass tile shapes, grid sizes and kernel changes for chosen (benchmark
 op, dtype, N) on the GPU, without touching the committed table or template: each candidate
 is rendered into a scratch folder and dispatched from there. Usage (GPU machine):
-python scripts/tune_tiles.py [--rows K] [NAME ...] (names of CANDIDATES' groups; all by
-default), over M x N = 2^27 elements as the benchmark, or K times as many rows (--check:
-each candidate's outputs compared bit for bit with its group's first candidate's). With
+python scripts/tune_tiles.py [--rows K] [--offset V] [NAME ...] (names of CANDIDATES' groups;
+all by default), over M x N = 2^27 elements as the benchmark, or K times as many rows, of V +
+N(0, 1) with --offset (--check: each candidate's outputs compared bit for bit with its
+group's first candidate's). With
 --ptxas (no GPU needed) each candidate is compiled instead, and its registers and spills
 printed.
 
@@ -148,7 +149,8 @@ def committed(op, x, n, *patches, grid=None):
     t = spec.tile
     default = t.registers == (64 if t.stage_bytes else 128)  # Tile.registers' default: no budget to pass
     budget = () if default or any(map(BLOCKS.match, patches)) else (f"b{t.min_blocks_per_sm}",)
-    return (t.threads_per_row, t.rows_per_block, t.cluster, bool(t.stage_bytes),
+    kind = tiles.STREAMED if t.stream_bytes else bool(t.stage_bytes)
+    return (t.threads_per_row, t.rows_per_block, t.cluster, kind,
             grid or ("res" if t.resident else t.waves), *budget, *patches)
 
 
@@ -1016,6 +1018,32 @@ CANDIDATES = {  # name: (bench op, dtype, N, candidates)
                    [("layernorm+int8", DType.BF16, 32768), ("layernorm+int8", DType.BF16, 65536),
                     ("layernorm+fp8", DType.BF16, 32768), ("layernorm+fp8", DType.BF16, 65536),
                     ("layernorm+int8", DType.FP16, 32768), ("layernorm+int8", DType.FP16, 65536)]),
+    # LayerNorm + quant at 32768 streamed (tiles.STREAMED_TILES: the row in registers, the next
+    # one brought into shared memory by the copy engine, gamma and beta in shared memory)
+    # against the twentieth session's one staged 512-thread block (fold, a vector ahead) and
+    # the probe's kernel body in the streamed instance (sprobe: bf16 int8 only), alternating
+    # twice. H100, twenty-second session, before the stage was put on a 128-byte line and
+    # the far rows' passes rolled (below): streamed 0.846-0.856 (bf16 fp8 0.837-0.852, fp16
+    # int8 0.858-0.863) against staged 0.833-0.858; sprobe 0.907-0.918. With --offset 1000
+    # (rows that keep their shift), as committed: staged 0.800-0.814, streamed 0.752-0.763.
+    **{f"streamed{op}{x.value}32768": (op, x, 32768, [(512, 1, 1, True, 16), committed(op, x, 32768),
+                                                     committed(op, x, 32768, "sprobe")] * 2)
+       for op, x in (("layernorm+int8", DType.BF16), ("layernorm+fp8", DType.BF16), ("layernorm+int8", DType.FP16))},
+    # The streamed template's pieces, timing patches each (twenty-second session, H100, bf16
+    # int8 32768, the stage on a 128-byte line, the far rows' passes then unrolled inline):
+    # committed 0.851-0.857, sk0 0.874, snoagain 0.892, sinvn 0.855, srsqrt 0.884 (spills),
+    # the far rows' passes not built 0.917-0.920, nor the far-row pass 0.911-0.913, all five
+    # 0.865-0.867, only the far rows' (unfolded) passes built 0.888-0.889, sprobe 0.913-0.917.
+    # So code never run cost the folded rows 0.06; the far rows' passes went out of line
+    # (0.815: a call's spills in the loop), to a copy in local memory (0.897; far rows 0.53),
+    # then to rolled passes over the registers (committed). sfar: those passes (snofar: not
+    # built) with and without --offset 1000: 0.896-0.913 / 0.899-0.918, far rows 0.696 (one
+    # vector a step), 0.752-0.763 (two: committed)
+    **patch_groups("sbis", ((), ("sk0",), ("snoagain",), ("sinvn",), ("srsqrt",), ("sprobe",), ()),
+                   [("layernorm+int8", DType.BF16, 32768)]),
+    **patch_groups("sfar", ((), ("snofar",)) * 2, [("layernorm+int8", DType.BF16, 32768)]),
+    **patch_groups("sfetch", ((), ("sprobe",), ()),
+                   [("layernorm+int8", DType.BF16, 32768)]),
 }
 
 
@@ -1128,6 +1156,36 @@ def l1_vectors(k: int) -> list:
 
 
 PATCHES = {  # name: [(old, new), ...]
+    # streamed rows (tiles.STREAMED_TILES): the copy of the next row issued without the proxy
+    # fences before it (timing only: unsafe)
+    "snofence": [('    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");\n', "")],
+    # streamed rows' phases stamped (with "phases", after it: scripts/trace_rows.py --phases OP N
+    # ROWS sphases): the row's start, its stage read (and the next row's copy issued), the
+    # statistics, the maximum (phases' own), the row's end
+    "sphases": [("    if constexpr (kStream) {  // this row from the stage, then the next one into it\n",
+                 "    if constexpr (kStream) {  // this row from the stage, then the next one into it\n"
+                 "      phase_stamp<C>(row, 0, global_timer());\n      phase_stamp<C>(row, 2, clock64());\n"),
+                ("Stream<K>::fetch(row_x(base + stride), n, Stream<K>::piece());\n",
+                 "Stream<K>::fetch(row_x(base + stride), n, Stream<K>::piece());\n"
+                 "      phase_stamp<C>(row, 3, clock64());\n      phase_stamp<C>(row, 7, clock64(), blockDim.x - 32);\n"),
+                ("    bool fold = false;  // as in one_pass_staged", "    phase_stamp<C>(row, 4, clock64());\n"
+                 "    bool fold = false;  // as in one_pass_staged"),
+                ("kept, qmul, row, live,\n                                                          lane == 0);\n    }\n",
+                 "kept, qmul, row, live,\n                                                          lane == 0);\n    }\n"
+                 "    phase_stamp<C>(row, 6, clock64());\n    phase_stamp<C>(row, 1, global_timer());\n")],
+    # (timing only) streamed rows run by scripts/stream_probe.py's kernel body (bf16, int8)
+    "sprobe": [("// kFull: the kernel serves rows of exactly", (Path(__file__).parent / "patches" / "stream_probe_body.cuh").read_text()
+                + "// kFull: the kernel serves rows of exactly"),
+               ("      one_pass<K, kFull>(q);", "      if constexpr (K::kStreamed) probe_k::run<K>(q); else one_pass<K, kFull>(q);")],
+    # (timing only) rstd by rsqrtf; register rows' shift 0 instead of each warp's
+    "srsqrt": [("  const float rstd = 1.f / sqrtf(var + eps);", "  const float rstd = rsqrtf(var + eps);")],
+    "sk0": [("      k = warp_shift<T, P>(in.x);", "      k = 0.f;")],
+    # (timing only) no far-row pass (share_stats' second sums); 1 / n as 32768's constant
+    "snoagain": [("    if (again) {\n      // rounded once", "    if (false) {\n      // rounded once")],
+    # (timing only) streamed rows that keep their shift not finished (their passes not built)
+    "snofar": [("      finish_row<K, P, V, false, false, false, T, R, C, (P % 2 ? 1 : 2)>(p, st, far_load,",
+                "      if (false) finish_row<K, P, V, false, false, false, T, R, C, (P % 2 ? 1 : 2)>(p, st, far_load,")],
+    "sinvn": [("  const float inv_n = 1.f / static_cast<float>(n);", "  const float inv_n = 1.f / 32768.f;")],
     # staged rows' x loaded past L1 (as LayerNorm + quant's), leaving L1 to the columns
     "xl2": [("load_in<K, kBatch, V, K::kRowCache>", "load_in<K, kBatch, V, Cache::PAST_L1>")],
     # gamma and beta of the first K eighths of a row kept in L1, the rest loaded past it
@@ -1220,9 +1278,9 @@ PATCHES = {  # name: [(old, new), ...]
     "nonull": [("if (p.gamma != nullptr) {\n      g.load", "if (true) {\n      g.load"),
                ("if (p.beta != nullptr) {\n        b.load", "if (true) {\n        b.load")],
     # no prefetch of the next row
-    "nopf": [("constexpr bool kPrefetchRow = !K::kLean &&", "constexpr bool kPrefetchRow = false &&")],
+    "nopf": [("constexpr bool kPrefetchRow = !kStream &&", "constexpr bool kPrefetchRow = false &&")],
     # per-column vectors loaded per row, not held in registers
-    "nohold": [("constexpr bool kHold = !K::kLean &&", "constexpr bool kHold = false &&")],
+    "nohold": [("constexpr bool kHold = !kStream &&", "constexpr bool kHold = false &&")],
     # timing only (wrong for a weight_offset other than 0): RMSNorm's gamma taken as is,
     # without adding weight_offset to every element
     # staged rows prefetch the first K of a thread's vectors' gamma and beta into L1 before
@@ -1364,7 +1422,7 @@ def candidate(op, x, n, cand):
         finally:
             tiles.TWO_PASS_THREADS = saved
         return
-    special = (tiles.QUANT_LN_TILES, tiles.LEAN_LN_TILES, tiles.SINGLE_INPUT_TILES)
+    special = (tiles.STREAMED_TILES, tiles.QUANT_LN_TILES, tiles.LEAN_LN_TILES, tiles.SINGLE_INPUT_TILES)
     saved = (tiles.ONE_PASS_TILES[x.itemsize].get(n), [dict(t.get(x.itemsize, {})) for t in special],
              tiles.ONE_PASS_MAX_N[x], tiles.BUCKETS)
     tiles.BUCKETS = tuple(sorted({*tiles.BUCKETS, n}))  # a candidate may be a bucket of its own
@@ -1400,7 +1458,7 @@ def candidate(op, x, n, cand):
 def describe(op, x, n, cand, spec) -> str:
     threads, rows, cluster, staged, grid, *patch = cand
     return (f"{op:14s} {x.value} N={n:6d} threads={threads:4d} rows={rows} cluster={cluster} "
-            f"staged={staged if staged == TWO_PASS else int(staged)} grid={grid!s:4s} {'+'.join(patch):10s} P={spec.tile.repeat:2d}")
+            f"staged={staged if staged in (TWO_PASS, tiles.STREAMED) else int(staged)} grid={grid!s:4s} {'+'.join(patch):10s} P={spec.tile.repeat:2d}")
 
 
 def ptxas_candidate(op, x, n, cand):
@@ -1505,7 +1563,7 @@ def time_dispatched(op, x, n, cand, ins, ceiling, spec):
           f"{ms * 1e3:7.1f} us {moved(op, m, n, x.itemsize) / ms / 1e6 / ceiling:5.3f}", flush=True)
 
 
-def main(names, rows_times=1, ptxas=False, check=False):
+def main(names, rows_times=1, ptxas=False, check=False, offset=0.0):
     if ptxas:
         for name in names or CANDIDATES:
             op, x, n, cands = CANDIDATES[name]
@@ -1518,6 +1576,7 @@ def main(names, rows_times=1, ptxas=False, check=False):
         op, x, n, cands = CANDIDATES[name]
         m = (1 << 27) // n * rows_times
         ins = inputs(x, n, m)
+        ins[0] += offset  # rows of offset + N(0, 1): LayerNorm's far rows (the shift kept)
         first = [] if check else None
         for cand in cands:
             time_candidate(op, x, n, cand, ins, ceiling, first)
@@ -1526,5 +1585,6 @@ def main(names, rows_times=1, ptxas=False, check=False):
 if __name__ == "__main__":
     args = sys.argv[1:]
     times = int(args.pop(args.index("--rows") + 1)) if "--rows" in args else 1
-    flags = ("--rows", "--ptxas", "--check")
-    main([a for a in args if a not in flags], times, "--ptxas" in args, "--check" in args)
+    offset = float(args.pop(args.index("--offset") + 1)) if "--offset" in args else 0.0
+    flags = ("--rows", "--offset", "--ptxas", "--check")
+    main([a for a in args if a not in flags], times, "--ptxas" in args, "--check" in args, offset)

@@ -121,6 +121,36 @@ def test_resident_clusters_stride_over_the_rows(seed):
         assert cupy.array_equal(alone[0].view(cupy.uint16), y[r].view(cupy.uint16)), r
 
 
+@pytest.mark.parametrize("quant", ["int8", "fp8_e4m3"])
+def test_streamed_rows_stride_over_the_rows(quant, seed):
+    """LayerNorm + dynamic quant's streamed rows (tiles.STREAMED_TILES: one block an SM, each
+    taking many rows of a batch, the next one copied into shared memory while it works on
+    this one): every row of a batch of strided rows, contiguous ones and a ragged length
+    matches the reference, and a row alone gives the same bits as in the batch."""
+    import cupy
+
+    # rows of the bucket's length (the whole-row kernel) and a shorter one; "offset" rows keep
+    # their shift (their mean lies far from zero: the rolled passes)
+    for n, pad, kind in ((32768, 0, "normal"), (32768, 8, "offset"), (30000, 8, "offset")):
+        m = 300
+        x, g, b = expected(Case(DType.BF16, DType.BF16, n, m, kind, pad, seed)).xgb
+        dispatch._kernels.clear()
+        out = normgen.layernorm(x, g, b, quant=quant)
+        (kernel,) = dispatch._kernels.values()
+        assert kernel.spec.tile.stream_bytes and kernel.max_groups < m, kernel.spec.name
+        host = [cupy.asnumpy(v) for v in (x, g, b)]
+        want = reference.layernorm(*host, 1e-5, quant=quant)
+        y64 = reference.normalized("layernorm", *host, 1e-5)
+        what = f"N={n} rows={m} pad={pad}"
+        assert_scales(out.scale, want.scale, what)
+        assert_codes(out.y, y64 / cupy.asnumpy(out.scale).astype(np.float64)[:, None],
+                     DType.INT8 if quant == "int8" else DType.FP8, what)
+        for r in (0, kernel.max_groups, m - 1):  # the first and a second row of block 0, the last
+            alone = normgen.layernorm(x[r : r + 1], g, b, quant=quant)
+            assert cupy.array_equal(alone.y[0].view(cupy.uint8), out.y[r].view(cupy.uint8)), (what, r)
+            assert cupy.array_equal(alone.scale[0], out.scale[r]), (what, r)
+
+
 def test_rows_of_the_bucket_length_run_the_whole_row_kernel(seed):
     """A staged one-pass instance has a kernel built for rows of exactly its bucket's length
     and one for any shorter row; each serves its own N, and both match the reference."""
@@ -196,8 +226,9 @@ def test_beta_none_and_fp32_weights(seed):
 
 @pytest.mark.parametrize("given", ["gamma", "beta", "neither"])
 def test_staged_quant_without_gamma_or_beta(given, seed):
-    """LayerNorm + dynamic quant on staged rows (whose output passes load gamma and beta per
-    vector) with gamma or beta left out: no scale, no shift. A whole row and a ragged one."""
+    """LayerNorm + dynamic quant on streamed rows (whose output passes read gamma and beta
+    from copies in shared memory, ones and zeros for absent ones) with gamma or beta left
+    out: no scale, no shift. A whole row and a ragged one."""
     import cupy
 
     for n in (32768, 30000):

@@ -132,7 +132,8 @@ def test_which_instances_keep_columns_packed(name, packed):
     ("layernorm_fwd_bf16_dqint8_syfp32_nb8192_1p_v4", True),  # in registers
     ("layernorm_fwd_fp32_dqfp8_syfp32_nb16384_1p_v4", True),  # 32 per thread, 512 threads
     ("layernorm_fwd_bf16_dqint8_syfp32_nb131072_1p_v8", True),  # staged over a cluster
-    ("layernorm_fwd_bf16_dqint8_syfp32_nb32768_1p_v8", False),  # 128 KB of floats per block
+    ("layernorm_fwd_bf16_smfp32_dqint8_syfp32_nb32768_1p_v8", False),  # 128 KB of floats per block
+    ("layernorm_fwd_bf16_dqint8_syfp32_nb32768_1p_v8", False),  # streamed: 1024 threads a row
     ("layernorm_fwd_bf16_dqint8_syfp32_nb65536_1p_v8", False),  # 128 KB
     ("layernorm_fwd_bf16_sqint8_nb8192_1p_v8", False),  # static quant: no maximum
     ("rmsnorm_fwd_bf16_dqfp8_syfp32_nb8192_1p_v8", False),  # the maximum comes with the statistics
@@ -150,7 +151,8 @@ def test_which_instances_keep_their_outputs(name, keeps):
     ("layernorm_fwd_bf16_wfp32_dqint8_syfp32_nb16384_1p_v8", 2),  # ... fp32 columns: spilled
     ("layernorm_fwd_bf16_dqint8_syfp32_nb8192_1p_v8", 2),  # 48 registers: spilled
     ("layernorm_fwd_bf16_dqint8_syfp32_nb131072_1p_v8", 2),  # over a cluster: slower
-    ("layernorm_fwd_bf16_dqint8_syfp32_nb32768_1p_v8", 8),  # not kept: all at once
+    ("layernorm_fwd_bf16_smfp32_dqint8_syfp32_nb32768_1p_v8", 8),  # not kept: all at once
+    ("layernorm_fwd_bf16_dqint8_syfp32_nb32768_1p_v8", 4),  # streamed: a register row's four
     ("rmsnorm_fwd_fp32_add1_dqfp8_syfp32_nb131072_1p_v1", 4),  # narrow vectors (32 a thread)
 ])
 def test_how_many_vectors_output_passes_take_at_a_time(name, step):
@@ -202,7 +204,7 @@ def test_which_staged_rows_load_their_columns_early(name, vectors):
     ("layernorm_fwd_fp32_nb131072_1p_v4", 65536, 2),  # fp32: 64 registers
     ("layernorm_fwd_fp16_add1_dqfp8_syfp32_nb16384_1p_v8", 65536, 3),  # three fit an SM's shared memory
     ("layernorm_fwd_bf16_dqint8_syfp32_nb131072_1p_v8", 65536, 3),  # an eighth of a row each, as floats
-    ("layernorm_fwd_bf16_dqint8_syfp32_nb32768_1p_v8", 65536, 2),  # one 512-thread block, bf16
+    ("layernorm_fwd_bf16_smfp32_dqint8_syfp32_nb32768_1p_v8", 65536, 2),  # one 512-thread block, bf16
     ("layernorm_fwd_bf16_dqint8_syfp32_nb65536_1p_v8", 131072, 1),  # one 1024-thread block, bf16
     ("rmsnorm_fwd_bf16_dqfp8_syfp32_nb65536_1p_v8", 65536, 2),  # bf16, half a row each
     ("layernorm_fwd_fp32_nb32768_1p_v4", 131072, 1),  # reads x alone: one 1024-thread block
@@ -218,6 +220,27 @@ def test_stage_bytes_and_residency(name, stage_bytes, blocks):
     spec = parse_name(name)
     assert spec.tile.stage_bytes == stage_bytes
     assert spec.min_blocks_per_sm == blocks
+
+
+@pytest.mark.parametrize("name, streamed", [
+    ("layernorm_fwd_bf16_dqint8_syfp32_nb32768_1p_v8", True),
+    ("layernorm_fwd_bf16_dqfp8_syfp16_nb32768_1p_v8_mv", True),
+    ("layernorm_fwd_fp16_dqfp8_syfp16_nb32768_1p_v8_mv", False),  # fp16: no faster
+    ("layernorm_fwd_bf16_smfp32_dqint8_syfp32_nb32768_1p_v8", False),  # a smooth scale: a third column
+    ("layernorm_fwd_bf16_wfp32_dqint8_syfp32_nb32768_1p_v8", False),  # fp32 columns: twice the bytes
+    ("layernorm_fwd_bf16_add1_dqint8_syfp32_nb32768_1p_v8", False),  # a fused add
+    ("layernorm_fwd_bf16_dqint8_syfp32_nb32768_1p_v4", False),  # half vectors
+    ("layernorm_fwd_bf16_dqint8_syfp32_nb65536_1p_v8", False),  # columns do not fit beside the stage
+    ("rmsnorm_fwd_bf16_dqint8_syfp32_nb32768_1p_v8", False),
+])
+def test_which_rows_are_streamed(name, streamed):
+    """Streamed rows (tiles.STREAMED_TILES): one 1024-thread block an SM, one wave, its row in
+    registers, shared memory for the next row's stage, gamma, beta and an mbarrier."""
+    t = parse_name(name).tile
+    assert bool(t.stream_bytes) is streamed
+    if streamed:
+        assert (t.stage_bytes, t.stream_bytes, t.block_threads, t.waves) == (0, 3 * 32768 * 2 + 16, 1024, 1)
+        assert t.shared_bytes == t.stream_bytes and parse_name(name).min_blocks_per_sm == 1
 
 
 @pytest.mark.parametrize("name, cache", [
