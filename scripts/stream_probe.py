@@ -4,8 +4,11 @@ a cluster of C one-per-SM 1024-thread blocks takes R rows at a time, each block 
 copy engine (cp.async.bulk onto an mbarrier) brings its share of the next rows into shared
 memory, and keeps its gamma and beta in shared memory (COLS_SMEM), copied once. DRAM then
 streams the next rows through this group's reductions and output passes, and the columns
-cost no L2 traffic. Twenty-first session (docs/perf-notes.md): the committed template with
-such a pipeline ran 0.78-0.80 where this kernel runs 0.91-0.94; the figures by VARIANTS.
+cost no L2 traffic. Twenty-first and twenty-second sessions (docs/perf-notes.md): the
+template's version of this pipeline ran 0.78-0.80 where this kernel ran 0.91-0.94; the
+variants that mimic the instance (PARAMS, NOCLUSTER, STATIC, NGBUILD) found the stage off a
+128-byte line, and the template's version, so mended, is committed (tiles.STREAMED_TILES).
+The figures by VARIANTS.
 
 GPU machine: `python scripts/stream_probe.py [--rows K] [NAME ...]` times the named
 VARIANTS (all by default) as the benchmark times (normgen.bench), against its
