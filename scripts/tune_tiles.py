@@ -1020,30 +1020,29 @@ CANDIDATES = {  # name: (bench op, dtype, N, candidates)
                     ("layernorm+int8", DType.FP16, 32768), ("layernorm+int8", DType.FP16, 65536)]),
     # LayerNorm + quant at 32768 streamed (tiles.STREAMED_TILES: the row in registers, the next
     # one brought into shared memory by the copy engine, gamma and beta in shared memory)
-    # against the twentieth session's one staged 512-thread block (fold, a vector ahead) and
-    # the probe's kernel body in the streamed instance (sprobe: bf16 int8 only), alternating
-    # twice. H100, twenty-second session, before the stage was put on a 128-byte line and
-    # the far rows' passes rolled (below): streamed 0.846-0.856 (bf16 fp8 0.837-0.852, fp16
-    # int8 0.858-0.863) against staged 0.833-0.858; sprobe 0.907-0.918. With --offset 1000
-    # (rows that keep their shift), as committed: staged 0.800-0.814, streamed 0.752-0.763.
-    **{f"streamed{op}{x.value}32768": (op, x, 32768, [(512, 1, 1, True, 16), committed(op, x, 32768),
-                                                     committed(op, x, 32768, "sprobe")] * 2)
+    # against the twentieth session's one staged 512-thread block (fold, a vector ahead),
+    # alternating twice. H100, twenty-second session, as committed: bf16 int8 0.842-0.844 /
+    # 0.903-0.914, fp8 0.838-0.849 / 0.896-0.913, fp16 int8 0.870-0.872 / 0.857-0.874 (so fp16
+    # stays staged: tiles.STREAMED_TYPES); with --offset 1000 (rows that keep their shift)
+    # bf16 int8 0.807-0.814 / 0.752-0.763. Before the stage was put on a 128-byte line and
+    # those rows' passes rolled: streamed 0.846-0.856 (bf16 fp8 0.837-0.852, fp16 int8
+    # 0.858-0.863); the stand-alone probe's kernel body run by the streamed instance (a timing
+    # patch since removed: bf16 int8 only) 0.907-0.918.
+    **{f"streamed{op}{x.value}32768": (op, x, 32768, [(512, 1, 1, True, 16), (1024, 1, 1, tiles.STREAMED, 1, "b1")] * 2)
        for op, x in (("layernorm+int8", DType.BF16), ("layernorm+fp8", DType.BF16), ("layernorm+int8", DType.FP16))},
     # The streamed template's pieces, timing patches each (twenty-second session, H100, bf16
     # int8 32768, the stage on a 128-byte line, the far rows' passes then unrolled inline):
     # committed 0.851-0.857, sk0 0.874, snoagain 0.892, sinvn 0.855, srsqrt 0.884 (spills),
     # the far rows' passes not built 0.917-0.920, nor the far-row pass 0.911-0.913, all five
-    # 0.865-0.867, only the far rows' (unfolded) passes built 0.888-0.889, sprobe 0.913-0.917.
-    # So code never run cost the folded rows 0.06; the far rows' passes went out of line
-    # (0.815: a call's spills in the loop), to a copy in local memory (0.897; far rows 0.53),
-    # then to rolled passes over the registers (committed). sfar: those passes (snofar: not
-    # built) with and without --offset 1000: 0.896-0.913 / 0.899-0.918, far rows 0.696 (one
-    # vector a step), 0.752-0.763 (two: committed)
-    **patch_groups("sbis", ((), ("sk0",), ("snoagain",), ("sinvn",), ("srsqrt",), ("sprobe",), ()),
+    # 0.865-0.867, only the far rows' (unfolded) passes built 0.888-0.889, the probe's body
+    # 0.913-0.917. So code never run cost the folded rows 0.06; the far rows' passes went out
+    # of line (0.815: a call's spills in the loop), to a copy in local memory (0.897; far rows
+    # 0.53), then to rolled passes over the registers (committed). sfar: those passes (snofar:
+    # not built) with and without --offset 1000: 0.896-0.913 / 0.899-0.918, far rows 0.696
+    # (one vector a step), 0.752-0.763 (two: committed)
+    **patch_groups("sbis", ((), ("sk0",), ("snoagain",), ("sinvn",), ("srsqrt",), ()),
                    [("layernorm+int8", DType.BF16, 32768)]),
     **patch_groups("sfar", ((), ("snofar",)) * 2, [("layernorm+int8", DType.BF16, 32768)]),
-    **patch_groups("sfetch", ((), ("sprobe",), ()),
-                   [("layernorm+int8", DType.BF16, 32768)]),
 }
 
 
@@ -1173,10 +1172,6 @@ PATCHES = {  # name: [(old, new), ...]
                 ("kept, qmul, row, live,\n                                                          lane == 0);\n    }\n",
                  "kept, qmul, row, live,\n                                                          lane == 0);\n    }\n"
                  "    phase_stamp<C>(row, 6, clock64());\n    phase_stamp<C>(row, 1, global_timer());\n")],
-    # (timing only) streamed rows run by scripts/stream_probe.py's kernel body (bf16, int8)
-    "sprobe": [("// kFull: the kernel serves rows of exactly", (Path(__file__).parent / "patches" / "stream_probe_body.cuh").read_text()
-                + "// kFull: the kernel serves rows of exactly"),
-               ("      one_pass<K, kFull>(q);", "      if constexpr (K::kStreamed) probe_k::run<K>(q); else one_pass<K, kFull>(q);")],
     # (timing only) rstd by rsqrtf; register rows' shift 0 instead of each warp's
     "srsqrt": [("  const float rstd = 1.f / sqrtf(var + eps);", "  const float rstd = rsqrtf(var + eps);")],
     "sk0": [("      k = warp_shift<T, P>(in.x);", "      k = 0.f;")],
