@@ -120,10 +120,10 @@ QUANT_LN_TILES: dict[int, dict[int, tuple]] = {
 # kernel it replaces in the same runs): bf16 int8 32768 0.842-0.848 -> 0.896-0.914, fp8
 # 0.838-0.849 -> 0.896-0.913; rows that keep their shift (1000 + N(0, 1)) 0.800-0.814 ->
 # 0.752-0.763. bf16 only (STREAMED_TYPES): fp16 int8 ran no faster (0.870-0.872 ->
-# 0.857-0.874; its conversions cost more instructions than bf16's shifts). Two things the template's version
-# needed that the stand-alone probe (scripts/stream_probe.py) had: the stage on a 128-byte
-# line (the bulk copies into one 48 bytes past it ran 0.815 against 0.912), and the passes of
-# the rare rows that keep their shift rolled (see the template's one_pass). Not at 65536: its
+# 0.857-0.874; not looked into). Two things the template's version needed that the
+# stand-alone probe (scripts/stream_probe.py) had: the stage on a 128-byte line (bulk copies
+# into one 48 bytes past it ran 0.815 against 0.912), and the passes of the rare rows that
+# keep their shift rolled (see the template's one_pass). Not at 65536: its
 # columns (256 KB) do not fit beside the stage, and over a cluster of two (a half of the
 # columns each) the exchange cost more than it saved (0.728 against the committed 0.756).
 STREAMED = "streamed"
