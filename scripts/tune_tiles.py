@@ -1023,12 +1023,11 @@ CANDIDATES = {  # name: (bench op, dtype, N, candidates)
     # against the twentieth session's one staged 512-thread block (fold, a vector ahead),
     # alternating twice. H100, twenty-second session, as committed (two calls): bf16 int8
     # 0.837-0.850 / 0.903-0.919, fp8 0.838-0.850 / 0.896-0.918, fp16 int8 0.870-0.872 /
-    # 0.857-0.874 (so fp16
-    # stays staged: tiles.STREAMED_TYPES); with --offset 1000 (rows that keep their shift)
-    # bf16 int8 0.807-0.814 / 0.752-0.763. Before the stage was put on a 128-byte line and
-    # those rows' passes rolled: streamed 0.846-0.856 (bf16 fp8 0.837-0.852, fp16 int8
-    # 0.858-0.863); the stand-alone probe's kernel body run by the streamed instance (a timing
-    # patch since removed: bf16 int8 only) 0.907-0.918.
+    # 0.857-0.874 (so fp16 stays staged: tiles.STREAMED_TYPES); with --offset 1000 (rows
+    # that keep their shift) bf16 int8 0.807-0.814 / 0.752-0.763. Before the stage was put
+    # on a 128-byte line and those rows' passes rolled: streamed 0.846-0.856 (bf16 fp8
+    # 0.837-0.852, fp16 int8 0.858-0.863); the stand-alone probe's kernel body run by the
+    # streamed instance (a timing patch since removed: bf16 int8 only) 0.907-0.918.
     **{f"streamed{op}{x.value}32768": (op, x, 32768, [(512, 1, 1, True, 16), (1024, 1, 1, tiles.STREAMED, 1, "b1")] * 2)
        for op, x in (("layernorm+int8", DType.BF16), ("layernorm+fp8", DType.BF16), ("layernorm+int8", DType.FP16))},
     # The streamed template's pieces, timing patches each (twenty-second session, H100, bf16
