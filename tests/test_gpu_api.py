@@ -224,15 +224,17 @@ def test_beta_none_and_fp32_weights(seed):
     assert_close(y, cupy.asarray(want), DType.BF16, "beta None, fp32 gamma")
 
 
+@pytest.mark.parametrize("x_type", [DType.BF16, DType.FP16])
 @pytest.mark.parametrize("given", ["gamma", "beta", "neither"])
-def test_staged_quant_without_gamma_or_beta(given, seed):
-    """LayerNorm + dynamic quant on streamed rows (whose output passes read gamma and beta
-    from copies in shared memory, ones and zeros for absent ones) with gamma or beta left
-    out: no scale, no shift. A whole row and a ragged one."""
+def test_quant_rows_of_32768_without_gamma_or_beta(given, x_type, seed):
+    """LayerNorm + dynamic quant at 32768 with gamma or beta left out: no scale, no shift. bf16
+    rows are streamed (their output passes read gamma and beta from copies in shared memory,
+    ones and zeros for absent ones), fp16 rows staged (theirs load them per vector, or stand
+    ones and zeros in). A whole row and a ragged one."""
     import cupy
 
     for n in (32768, 30000):
-        x, g, b = expected(Case(DType.BF16, DType.BF16, n, 24, "offset", 0, seed)).xgb
+        x, g, b = expected(Case(x_type, x_type, n, 24, "offset", 0, seed)).xgb
         g, b = (g if given == "gamma" else None), (b if given == "beta" else None)
         out = normgen.layernorm(x, g, b, quant="int8")
         host = [None if v is None else cupy.asnumpy(v) for v in (x, g, b)]
