@@ -56,7 +56,8 @@ class KernelSpec:
     def whole_row_kernel(self) -> bool:
         """Whether the file has a second kernel, built for rows of exactly the bucket's
         length: with no padding possible, every pass issues all its loads (shared memory,
-        per-column vectors) ahead of its arithmetic. Staged one-pass instances only.
+        per-column vectors) ahead of its arithmetic. Staged (and streamed) one-pass
+        instances only.
         Measured on an H100 (bf16): RMSNorm + fp8 at 32768 / 65536 0.79 / 0.74 -> 0.90-0.92 /
         0.87-0.89 of copy, LayerNorm + int8 or fp8 0.65 / 0.60 -> 0.71-0.72 / 0.65, LayerNorm
         and RMSNorm at 131072 and 262144 +0.01-0.02. Not for register-held rows (within noise
@@ -135,7 +136,7 @@ class KernelSpec:
     def light_columns(self) -> bool:
         """Whether a row's only per-column vectors are gamma (and beta) of x's precision: no
         x-bias or fused add, no smooth scale."""
-        return not self.op.prologue and self.op.light_columns
+        return self.op.light_columns
 
     @property
     def column_prefetch(self) -> int:
@@ -267,8 +268,9 @@ class KernelSpec:
     @property
     def op(self) -> tiles.Op:
         """What of the operation the one-pass tile depends on."""
-        return tiles.Op(self.norm == Norm.RMSNORM, self.fused_add != FusedAdd.NONE or self.x_bias, self.quant,
-                        self.smooth is None and self.w == self.x)
+        prologue = self.fused_add != FusedAdd.NONE or self.x_bias
+        return tiles.Op(self.norm == Norm.RMSNORM, prologue, self.quant,
+                        not prologue and self.smooth is None and self.w == self.x)
 
     @property
     def fused(self) -> bool:

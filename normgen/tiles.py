@@ -8,9 +8,9 @@ cover DRAM latency. Small buckets pack several rows into one block. Rows too lon
 registers are split over a thread-block cluster whose blocks combine their partial sums
 through distributed shared memory, so no row is read twice from DRAM.
 
-The tables depend on N, the element size and (QUANT_LN_TILES, LEAN_LN_TILES,
-SINGLE_INPUT_TILES) the operation, never on the number of rows, so a row's result does not
-depend on the batch it is in.
+The tables depend on N, the element size (STREAMED_TILES: the type) and (QUANT_LN_TILES,
+STREAMED_TILES, LEAN_LN_TILES, SINGLE_INPUT_TILES) the operation, never on the number of
+rows, so a row's result does not depend on the batch it is in.
 """
 from __future__ import annotations
 
@@ -110,25 +110,25 @@ QUANT_LN_TILES: dict[int, dict[int, tuple]] = {
 }
 
 # LayerNorm + dynamic quant rows whose only per-column vectors are gamma and beta of x's
-# precision (Op.light_columns), streamed (STREAMED in a table's `staged` place; Tile.stream_bytes):
-# one 1024-thread block an SM, on a grid of one block an SM, holds its row in registers while
-# the copy engine brings its next row into shared memory, and keeps the row's gamma and beta
-# in shared memory, copied once. The next row's DRAM reads then overlap this row's reductions
-# and output passes, which one block an SM left idle, and the two output passes read the
-# columns from shared memory instead of L2 (~256 KB of L2 reads a row at 32768). Measured
-# on an H100 (tune_tiles.py "streamed" groups, twenty-second session, the one-block staged
-# kernel it replaces in the same runs): bf16 int8 32768 0.842-0.848 -> 0.896-0.914, fp8
-# 0.838-0.849 -> 0.896-0.913; rows that keep their shift (1000 + N(0, 1)) 0.800-0.814 ->
-# 0.752-0.763. bf16 only (STREAMED_TYPES): fp16 int8 ran no faster (0.870-0.872 ->
-# 0.857-0.874; not looked into). Two things the template's version needed that the
-# stand-alone probe (scripts/stream_probe.py) had: the stage on a 128-byte line (bulk copies
-# into one 48 bytes past it ran 0.815 against 0.912), and the passes of the rare rows that
-# keep their shift rolled (see the template's one_pass). Not at 65536: its
-# columns (256 KB) do not fit beside the stage, and over a cluster of two (a half of the
-# columns each) the exchange cost more than it saved (0.728 against the committed 0.756).
+# precision (Op.light_columns), streamed (STREAMED in a table's `staged` place;
+# Tile.stream_bytes): one 1024-thread block an SM, on a grid of one block an SM, holds its
+# row in registers while the copy engine brings its next row into shared memory, and keeps
+# the row's gamma and beta in shared memory, copied once. The next row's DRAM reads then
+# overlap this row's reductions and output passes, which one block an SM left idle, and the
+# two output passes read the columns from shared memory instead of L2 (~256 KB of L2 reads a
+# row at 32768). Measured on an H100 (tune_tiles.py "streamed" groups, twenty-second
+# session, the one-block staged kernel it replaces in the same runs): bf16 int8 32768
+# 0.837-0.850 -> 0.896-0.919, fp8 0.838-0.850 -> 0.896-0.918; rows that keep their shift
+# (1000 + N(0, 1)) 0.800-0.814 -> 0.752-0.763. bf16 only (the table is keyed by the type,
+# see entries): fp16 int8 ran no faster (0.870-0.872 -> 0.857-0.874; not looked into). Two
+# things the template's version needed that the stand-alone probe (scripts/stream_probe.py)
+# had: the stage on a 128-byte line (bulk copies into one 48 bytes past it ran 0.815 against
+# 0.912), and the passes of the rare rows that keep their shift rolled (see the template's
+# one_pass). Not at 65536: its columns (256 KB) do not fit beside the stage, and over a
+# cluster of two (a half of the columns each) the exchange cost more than it saved (0.728
+# against the committed 0.756).
 STREAMED = "streamed"
-STREAMED_TILES: dict[int, dict[int, tuple]] = {2: {32768: (1024, 1, 1, STREAMED, 64)}}
-STREAMED_TYPES = (DType.BF16,)
+STREAMED_TILES: dict[DType, dict[int, tuple]] = {DType.BF16: {32768: (1024, 1, 1, STREAMED, 64)}}
 
 # Unfused LayerNorm rows of fp32 over whole 16-byte vectors (no fused add, x-bias or quant),
 # as torch.compile's Triton kernels hold them: 8-16 elements a thread in blocks of 128-512
@@ -213,7 +213,7 @@ class Tile:
     def lean(self) -> bool:
         """A register-held row built for fewer registers than the default 128 holds nothing
         but its row: no next row loaded ahead, no per-column vectors kept across rows."""
-        return not self.stage_bytes and not self.stream_bytes and self.registers < 128
+        return not self.shared_bytes and self.registers < 128
 
     @property
     def block_threads(self) -> int:
@@ -332,7 +332,7 @@ class Op:
     rmsnorm: bool = False  # else LayerNorm
     prologue: bool = False  # a fused add or x-bias: a second input, or a second per-column vector
     quant: Quant = Quant.NONE
-    light_columns: bool = False  # no smooth scale, gamma and beta of x's precision
+    light_columns: bool = False  # gamma and beta of x's precision alone: no smooth scale, no prologue
 
     @property
     def fused(self) -> bool:
@@ -354,18 +354,23 @@ class Op:
     @property
     def tables(self) -> list:
         """The tables that may replace ONE_PASS_TILES' entry, first match first."""
-        streamed = [STREAMED_TILES] if self.quant_ln and self.light_columns and not self.prologue else []
+        streamed = [STREAMED_TILES] if self.quant_ln and self.light_columns else []
         own = streamed + [QUANT_LN_TILES] if self.quant_ln else [LEAN_LN_TILES] if self.plain_ln else []
         return own + ([SINGLE_INPUT_TILES] if not self.prologue and not self.quant_ln else [])
 
 
+def entries(table: dict, x: DType) -> dict:
+    """A special table's buckets for rows of x: keyed by x where the two 16-bit types differ
+    (STREAMED_TILES), else by its element bytes."""
+    return table.get(x) or table.get(x.itemsize, {})
+
+
 def one_pass_tile(x: DType, bucket: int, vec: int, op: Op | None = None) -> Tile:
     """The one-pass tile of a bucket for `op` (None: ONE_PASS_TILES' entry as it stands).
-    The special tables (Op.tables) serve whole 16-byte vectors only (STREAMED_TILES bf16
-    only); RMSNorm's rows over large clusters are resident (RESIDENT_MIN_CLUSTER)."""
+    The special tables (Op.tables) serve whole 16-byte vectors only; RMSNorm's rows over
+    large clusters are resident (RESIDENT_MIN_CLUSTER)."""
     tables = op.tables if op and vec == x.vmax else []
-    tables = [t for t in tables if t is not STREAMED_TILES or x in STREAMED_TYPES]
-    entry = next(filter(None, (t.get(x.itemsize, {}).get(bucket) for t in tables)), None)
+    entry = next(filter(None, (entries(t, x).get(bucket) for t in tables)), None)
     threads, rows, cluster, kind, *budget = entry or ONE_PASS_TILES[x.itemsize][bucket]
     staged, streamed = kind is True, kind == STREAMED
     registers = budget[0] if budget and (entry or not (op and op.fused)) else 64 if staged else 128

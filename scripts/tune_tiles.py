@@ -1023,8 +1023,8 @@ CANDIDATES = {  # name: (bench op, dtype, N, candidates)
     # against the twentieth session's one staged 512-thread block (fold, a vector ahead),
     # alternating twice. H100, twenty-second session, as committed (two calls): bf16 int8
     # 0.837-0.850 / 0.903-0.919, fp8 0.838-0.850 / 0.896-0.918, fp16 int8 0.870-0.872 /
-    # 0.857-0.874 (so fp16 stays staged: tiles.STREAMED_TYPES); with --offset 1000 (rows
-    # that keep their shift) bf16 int8 0.807-0.814 / 0.752-0.763. Before the stage was put
+    # 0.857-0.874 (so fp16 stays staged: STREAMED_TILES has bf16 alone); with --offset 1000
+    # (rows that keep their shift) bf16 int8 0.807-0.814 / 0.752-0.763. Before the stage was put
     # on a 128-byte line and those rows' passes rolled: streamed 0.846-0.856 (bf16 fp8
     # 0.837-0.852, fp16 int8 0.858-0.863); the stand-alone probe's kernel body run by the
     # streamed instance (a timing patch since removed: bf16 int8 only) 0.907-0.918.
@@ -1418,7 +1418,7 @@ def candidate(op, x, n, cand):
             tiles.TWO_PASS_THREADS = saved
         return
     special = (tiles.STREAMED_TILES, tiles.QUANT_LN_TILES, tiles.LEAN_LN_TILES, tiles.SINGLE_INPUT_TILES)
-    saved = (tiles.ONE_PASS_TILES[x.itemsize].get(n), [dict(t.get(x.itemsize, {})) for t in special],
+    saved = (tiles.ONE_PASS_TILES[x.itemsize].get(n), [dict(tiles.entries(t, x)) for t in special],
              tiles.ONE_PASS_MAX_N[x], tiles.BUCKETS)
     tiles.BUCKETS = tuple(sorted({*tiles.BUCKETS, n}))  # a candidate may be a bucket of its own
     # a bK patch is the tile's register budget too (a register-held one under 128 is lean)
@@ -1427,8 +1427,8 @@ def candidate(op, x, n, cand):
     tiles.ONE_PASS_TILES[x.itemsize][n] = entry
     tiles.ONE_PASS_MAX_N[x] = max(saved[2], n)  # a candidate may take a row past the one-pass range
     for t in special:  # the candidate serves every op; in an op's own table its budget holds for fused ops too
-        if n in t.get(x.itemsize, {}):
-            t[x.itemsize][n] = entry
+        if n in tiles.entries(t, x):
+            tiles.entries(t, x)[n] = entry
     if NOKEEP in patch:
         tiles.KEEP_STAGE_BYTES = 0
     for m in filter(None, map(KEEP.match, patch)):
@@ -1443,8 +1443,8 @@ def candidate(op, x, n, cand):
             tiles.ONE_PASS_TILES[x.itemsize][n] = saved[0]
         else:
             del tiles.ONE_PASS_TILES[x.itemsize][n]
-        for t, entries in zip(special, saved[1]):
-            t.get(x.itemsize, {}).update(entries)
+        for t, kept in zip(special, saved[1]):
+            tiles.entries(t, x).update(kept)
         tiles.ONE_PASS_MAX_N[x], tiles.BUCKETS = saved[2], saved[3]
         tiles.KEEP_STAGE_BYTES = KEEP_STAGE_BYTES
         tiles.kept_output_step = KEPT_OUTPUT_STEP
