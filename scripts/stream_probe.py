@@ -41,7 +41,8 @@ typedef signed char int8_t;
 // partials from shared memory); WSHIFT: the template's per-warp shift's shuffles and a third
 // value reduced (timing only: the shift stays the row's first element); SQRTDIV: rstd as
 // 1 / sqrtf (IEEE) instead of rsqrtf; STAGE_SHIFT: the row's first element read from the
-// stage instead of global memory.
+// stage instead of global memory; EXCH: a cluster's partials pushed into the other blocks'
+// shared memory (st.async onto their mbarrier) instead of exchanged over a cluster barrier.
 constexpr int V = 8;                  // bf16 per 16-byte vector
 constexpr int NC = N / C;             // a block's columns
 constexpr int PR = NC / V / T;        // a thread's vectors of one row
@@ -90,13 +91,32 @@ __device__ __forceinline__ void wait_bar(unsigned long long* bar, uint32_t parit
   } while (!done);
 }
 
+#if EXCH  // partials pushed onto the reader's mbarrier (st.async) instead of a cluster barrier
+__shared__ __align__(8) unsigned long long xbar[2];   // stats, maximum: C - 1 blocks' bytes a row
+__shared__ float recv[2][2][C][4 * R];                // exchange, row parity, sender, value
+__device__ __forceinline__ void push(float* slot, unsigned long long* bar, unsigned r, float v) {
+  unsigned ra, rb;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(ra) : "r"(sa(slot)), "r"(r));
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(rb) : "r"(sa(bar)), "r"(r));
+  asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.b32 [%0], %1, [%2];"
+               :: "r"(ra), "r"(__float_as_uint(v)), "r"(rb) : "memory");
+}
+__device__ __forceinline__ void wait_cluster_bar(unsigned long long* bar, uint32_t parity) {
+  uint32_t done;
+  do {
+    asm volatile("{ .reg .pred p; mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }"
+                 : "=r"(done) : "r"(sa(bar)), "r"(parity) : "memory");
+  } while (!done);
+}
+#endif
+
 __device__ __forceinline__ float lo(uint32_t w) { return __uint_as_float(w << 16); }
 __device__ __forceinline__ float hi(uint32_t w) { return __uint_as_float(w & 0xffff0000u); }
 
 // K values per thread reduced over the block and the cluster (sums, or maxima with kMax);
 // part: W x K partials, xb: this block's K totals (read by the cluster), out: the K results.
 template <bool kMax, int K>
-__device__ __forceinline__ void reduce(float (&v)[K], float* part, float* xb, float* out) {
+__device__ __forceinline__ void reduce(float (&v)[K], float* part, float* xb, float* out, int xpar = 0) {
   #pragma unroll
   for (int k = 0; k < K; ++k)
     #pragma unroll
@@ -108,6 +128,37 @@ __device__ __forceinline__ void reduce(float (&v)[K], float* part, float* xb, fl
     #pragma unroll
     for (int k = 0; k < K; ++k) part[(threadIdx.x >> 5) * K + k] = v[k];
   __syncthreads();
+#if EXCH
+  if (C > 1) {  // every thread the block's totals (butterfly), pushed to the others by K threads
+    constexpr int e = kMax ? 1 : 0;
+    #pragma unroll
+    for (int k = 0; k < K; ++k) {
+      v[k] = part[(threadIdx.x % W) * K + k];
+      #pragma unroll
+      for (int o = W / 2; o; o >>= 1) {
+        const float u = __shfl_xor_sync(0xffffffffu, v[k], o);
+        v[k] = kMax ? fmaxf(v[k], u) : v[k] + u;
+      }
+    }
+    const unsigned me = rank();
+    #pragma unroll
+    for (int k = 0; k < K; ++k)
+      if (threadIdx.x == k)
+        for (unsigned c = 0; c < C; ++c)
+          if (c != me) push(&recv[e][xpar][me][k], &xbar[e], c, v[k]);
+    wait_cluster_bar(&xbar[e], xpar);
+    #pragma unroll
+    for (int k = 0; k < K; ++k) {  // in rank order: every block the same totals
+      float r = me == 0 ? v[k] : recv[e][xpar][0][k];
+      for (unsigned c = 1; c < C; ++c) {
+        const float u = c == me ? v[k] : recv[e][xpar][c][k];
+        r = kMax ? fmaxf(r, u) : r + u;
+      }
+      v[k] = r;
+    }
+    return;
+  }
+#endif
   if (C > 1) {
     if (threadIdx.x < K) {
       float r = part[threadIdx.x];
@@ -208,6 +259,10 @@ extern "C" __global__ void PROBE_CLUSTER __launch_bounds__(T, 1) probe(PROBE_ARG
     for (int i = t; i < NC / V; i += T) { cols[i] = gv[i]; cols[NC / V + i] = bv[i]; }
   if (t == 0) {
     asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" :: "r"(sa(bar)));
+#if EXCH
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" :: "r"(sa(&xbar[0])));
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" :: "r"(sa(&xbar[1])));
+#endif
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
   }
   __syncthreads();
@@ -217,6 +272,12 @@ extern "C" __global__ void PROBE_CLUSTER __launch_bounds__(T, 1) probe(PROBE_ARG
   uint32_t parity = 0;
   for (; grp < groups; grp += ncl) {
     const int row0 = grp * R;
+#if EXCH
+    if (C > 1 && t == 0) {  // this row's phase of both exchanges: the other blocks' bytes
+      asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" :: "r"(sa(&xbar[0])), "r"((C - 1) * (2 * R + WSHIFT) * 4) : "memory");
+      asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" :: "r"(sa(&xbar[1])), "r"((C - 1) * R * 4) : "memory");
+    }
+#endif
     wait_bar(bar, parity);
     uint4 xr[P];
     #pragma unroll
@@ -228,6 +289,7 @@ extern "C" __global__ void PROBE_CLUSTER __launch_bounds__(T, 1) probe(PROBE_ARG
       bulk_group(stage, x, (grp + ncl) * R, rows, bar);
     }
     float* xbp = xb + parity * 3 * R;
+    const int xpar = parity;
     parity ^= 1;
     // the rows' shifted sums around each row's first element
     float k0[R], st[2 * R + WSHIFT];
@@ -256,7 +318,7 @@ extern "C" __global__ void PROBE_CLUSTER __launch_bounds__(T, 1) probe(PROBE_ARG
       for (int l = 0; l < 4; ++l) kw += __shfl_sync(0xffffffffu, f, l * 8);
       st[2 * R + WSHIFT - 1] = kw;
     }
-    reduce<false>(st, part, xbp, out);
+    reduce<false>(st, part, xbp, out, xpar);
     float rstd[R], c[R], m[R], kept[KEEP ? P : 1][8];
     #pragma unroll
     for (int j = 0; j < R; ++j) {
@@ -281,7 +343,7 @@ extern "C" __global__ void PROBE_CLUSTER __launch_bounds__(T, 1) probe(PROBE_ARG
         m[j] = fmaxf(m[j], fabsf(o1));
       }
     }
-    reduce<true>(m, partm, xbp + 2 * R, out + 2 * R);
+    reduce<true>(m, partm, xbp + 2 * R, out + 2 * R, xpar);
     float qmul[R];
     #pragma unroll
     for (int j = 0; j < R; ++j) {
@@ -345,14 +407,24 @@ VARIANTS = {
     "c2r2": (32768, {"C": 2, "R": 2}),  # 0.602
     "c4r2": (32768, {"C": 4, "R": 2}),  # 0.456
     "c4r4": (32768, {"C": 4, "R": 4}),  # 0.582
-    "c2r1_65536": (65536, {"C": 2}),  # 0.728
+    "c2r1_65536": (65536, {"C": 2}),  # 0.718-0.728
+    # the partials pushed (EXCH; twenty-third session, the committed staged kernel 0.733-0.742):
+    # 0.873-0.890; with the template's warp shift (timing only) 0.833-0.836, its rstd
+    # 0.834-0.860, both 0.814-0.817; the copy in 8 pieces 0.877-0.878. At 32768: 0.707
+    "c2r1_65536_x": (65536, {"C": 2, "EXCH": 1}),
+    "c2r1_65536_xs": (65536, {"C": 2, "EXCH": 1, "WSHIFT": 1, "SQRTDIV": 1}),
+    "c2r1_65536_xw": (65536, {"C": 2, "EXCH": 1, "WSHIFT": 1}),
+    "c2r1_65536_xq": (65536, {"C": 2, "EXCH": 1, "SQRTDIV": 1}),
+    "c2r1_65536_x8": (65536, {"C": 2, "EXCH": 1, "PIECES": 8}),
+    "c2r1_x": (32768, {"C": 2, "EXCH": 1}),
     "c4r2_65536": (65536, {"C": 4, "R": 2}),  # 0.541; gamma and beta from L2: 0.489
     "c8r2_65536": (65536, {"C": 8, "R": 2}),  # 0.433
     "c8r4_65536": (65536, {"C": 8, "R": 4}),  # 0.536
     "one_l2_65536": (65536, {"COLS_SMEM": 0}),  # gamma and beta from L2 (256 KB do not fit): ~0.60
 }
 DEFAULTS = {"C": 1, "R": 1, "T": 1024, "COLS_SMEM": 1, "PIECES": 4, "RED_SHFL": 0, "WSHIFT": 0, "SQRTDIV": 0,
-            "STAGE_SHIFT": 0, "PARAMS": 0, "NOCLUSTER": 0, "STATIC": 0, "KEEP": 0, "NGBUILD": 0, "SMEM_ALIGN": 128}
+            "STAGE_SHIFT": 0, "PARAMS": 0, "NOCLUSTER": 0, "STATIC": 0, "KEEP": 0, "NGBUILD": 0, "SMEM_ALIGN": 128,
+            "EXCH": 0}
 
 
 def build(n, switches):
