@@ -19,27 +19,29 @@ struct Traits {
   static constexpr int kThreadsPerRow = 1024;
   static constexpr int kRowsPerBlock = 1;
   static constexpr int kVec = 8;
-  static constexpr int kRepeat = 8;
-  static constexpr int kCluster = 1;
-  static constexpr bool kStaged = true;
-  static constexpr bool kStreamed = false;
+  static constexpr int kRepeat = 4;
+  static constexpr int kCluster = 2;
+  static constexpr bool kStaged = false;
+  static constexpr bool kStreamed = true;
   static constexpr bool kLean = false;
   static constexpr bool kPackColumns = false;
   static constexpr bool kKeepOutputs = false;
-  static constexpr normgen::Cache kRowCache = normgen::Cache::PAST_L1;
-  static constexpr int kOutputStep = 8;
+  static constexpr normgen::Cache kRowCache = normgen::Cache::NORMAL;
+  static constexpr int kOutputStep = 4;
   static constexpr int kColumnPrefetch = 0;
   static constexpr int kColumnRegisters = 0;
-  static constexpr int kColumnAhead = 1;
+  static constexpr int kColumnAhead = 0;
   static constexpr bool kFoldShift = true;
 };
 }  // namespace
 
 extern "C" __global__ void __launch_bounds__(1024, 1)
+__cluster_dims__(2, 1, 1)
 layernorm_fwd_fp16_dqint8_syfp32_nb65536_1p_v8(const normgen::Params p) {
   normgen::norm_fwd<Traits, false>(p);
 }
 extern "C" __global__ void __launch_bounds__(1024, 1)
+__cluster_dims__(2, 1, 1)
 layernorm_fwd_fp16_dqint8_syfp32_nb65536_1p_v8_full(const normgen::Params p) {
   normgen::norm_fwd<Traits, true>(p);
 }

@@ -305,6 +305,30 @@ __device__ __forceinline__ float load_cluster(const float* p, unsigned rank) {
   return v;
 }
 
+// The shared-memory address of a generic pointer into this block's shared memory.
+__device__ __forceinline__ unsigned shared_address(const void* p) {
+  return static_cast<unsigned>(__cvta_generic_to_shared(p));
+}
+// v into the shared memory of block `rank` of this cluster, at the address `slot` has here,
+// completing there on the mbarrier at the address `barrier` has here.
+__device__ __forceinline__ void push_cluster(const float* slot, const unsigned long long* barrier, unsigned rank,
+                                             float v) {
+  unsigned at, bar;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(at) : "r"(shared_address(slot)), "r"(rank));
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(bar) : "r"(shared_address(barrier)), "r"(rank));
+  asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.b32 [%0], %1, [%2];"
+               ::"r"(at), "r"(__float_as_uint(v)), "r"(bar) : "memory");
+}
+// Waits for the phase of the given parity of this block's mbarrier at `barrier`, and sees
+// what other blocks wrote with it.
+__device__ __forceinline__ void wait_cluster(const unsigned long long* barrier, unsigned parity) {
+  unsigned done;
+  do {
+    asm volatile("{ .reg .pred p; mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], %2; "
+                 "selp.u32 %0, 1, 0, p; }" : "=r"(done) : "r"(shared_address(barrier)), "r"(parity) : "memory");
+  } while (!done);
+}
+
 // ---- row reduction ------------------------------------------------------------------
 // Op::op(k, a, b) combines value k of two partners.
 struct Sum {
@@ -327,12 +351,35 @@ template <class K> __host__ __device__ constexpr bool merged_max() {
   return K::kNorm == Norm::RMSNORM && K::kQuant == Quant::DYNAMIC;
 }
 
+// Where a streamed row spans a cluster of kPush blocks (see Stream), each block pushes its
+// totals into the others' shared memory (st.async, completing on their mbarrier) instead of
+// meeting them at a cluster barrier: a block waits only for the others' few bytes, not for
+// its first warp's outstanding stores as the barrier's release does. Slots alternate by the
+// mbarrier's phase: a block that runs ahead writes the next phase's slot. `phase` is read by
+// every thread before the reduction's block barrier and advanced by thread 0 after it.
+// Measured on an H100 (scripts/stream_probe.py, LayerNorm + int8 bf16 65536 over clusters
+// of two, twenty-third session): 0.718 with the cluster barrier, 0.873-0.890 pushed.
+template <int C, int K> struct PushSlots {
+  float recv[2][C][K];
+  unsigned long long barrier;
+  unsigned phase;
+};
+template <int K> struct PushSlots<0, K> {};
+
 // Shared memory one reduction needs: per-warp partials, and for clusters this block's total
-// (read by the other blocks) and the cluster total (read by this block's threads).
-template <int T, int R, int K> struct ReduceScratch {
+// (read by the other blocks) and the cluster total (read by this block's threads), or with
+// kPush the other blocks' totals pushed to it.
+template <int T, int R, int K, int kPush = 0> struct ReduceScratch : PushSlots<kPush, K> {
   float warps[T > 32 ? R * (T / 32) * K : 1];
   float block[K];
   float cluster[K];
+
+  __device__ __forceinline__ void init() {  // thread 0, before a cluster barrier
+    if constexpr (kPush > 0) {
+      this->phase = 0;
+      asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(shared_address(&this->barrier)));
+    }
+  }
 };
 
 // Scratch sets per reduction. A thread may rewrite a scratch only once every thread (of
@@ -349,8 +396,11 @@ template <class K> __host__ __device__ constexpr int scratch_sets() {
 // warp, block and cluster partials are combined in a fixed order: results do not depend on
 // which block or which batch the row is in. Across blocks only the first warp writes (thread
 // 0) and reads (its first C lanes) shared memory: cluster_sync relies on it.
-template <class Op, int T, int R, int C, int K>
-__device__ __forceinline__ void row_reduce(float (&v)[K], ReduceScratch<T, R, K>& sh) {
+template <class Op, int T, int R, int C, int K, int kPush>
+__device__ __forceinline__ void row_reduce(float (&v)[K], ReduceScratch<T, R, K, kPush>& sh) {
+  static_assert(kPush == 0 || (kPush == C && R == 1 && T > 32), "pushed totals: rows of whole clusters");
+  unsigned phase = 0;
+  if constexpr (kPush > 0) phase = sh.phase;  // before the block barrier below
 #pragma unroll
   for (int off = (T < 32 ? T : 32) / 2; off > 0; off /= 2) {
 #pragma unroll
@@ -383,7 +433,29 @@ __device__ __forceinline__ void row_reduce(float (&v)[K], ReduceScratch<T, R, K>
       }
     }
   }
-  if constexpr (C > 1) {
+  if constexpr (kPush > 0) {  // every thread holds the block's totals (above)
+    const unsigned me = cluster_rank();
+    if (threadIdx.x == 0) {
+      asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;"
+                   ::"r"(shared_address(&sh.barrier)), "r"((C - 1) * K * 4) : "memory");
+      sh.phase = phase ^ 1;
+    }
+#pragma unroll
+    for (int k = 0; k < K; ++k) {
+      if (threadIdx.x == k) {
+        for (unsigned r = 0; r < C; ++r)
+          if (r != me) push_cluster(&sh.recv[phase][me][k], &sh.barrier, r, v[k]);
+      }
+    }
+    wait_cluster(&sh.barrier, phase);
+#pragma unroll
+    for (int k = 0; k < K; ++k) {  // in rank order: every block the same bits
+      float t = me == 0 ? v[k] : sh.recv[phase][0][k];
+#pragma unroll
+      for (unsigned r = 1; r < C; ++r) t = Op::op(k, t, r == me ? v[k] : sh.recv[phase][r][k]);
+      v[k] = t;
+    }
+  } else if constexpr (C > 1) {
     static_assert(R == 1 && T >= 32 && C <= 32 && (C & (C - 1)) == 0, "a cluster serves one row");
     if (threadIdx.x == 0) {
 #pragma unroll
@@ -554,9 +626,9 @@ template <class K> __host__ __device__ constexpr int stat_values() { return stat
 // kWarpShifted (LayerNorm rows in registers over several warps): each warp summed around
 // a shift of its own (warp_shift), which the reduction moves to the first warp's
 // (reduce_warp_shifted, with `counts` each warp's elements); `shift` becomes that one.
-template <class K, int T, int R, int C, bool kWarpShifted = false>
+template <class K, int T, int R, int C, bool kWarpShifted = false, int kPush = 0>
 __device__ __forceinline__ Stats row_stats(float shift, float s1, float s2, float m,
-                                           ReduceScratch<T, R, stat_values<K>() + kWarpShifted>& sh, int n,
+                                           ReduceScratch<T, R, stat_values<K>() + kWarpShifted, kPush>& sh, int n,
                                            float eps, const float* counts = nullptr) {
   constexpr int kS = stat_sums<K>();
   float s[stat_values<K>()];
@@ -597,13 +669,28 @@ __device__ __forceinline__ Stats folded(const Stats& st, bool& near) {
 // The copy is issued in kPieces pieces by as many threads, each the first of its own group
 // of warps: issued by one thread, it held that thread's warp back by its instructions, and
 // every other warp then waited for it at the row's next barrier.
-// Shared memory: [stage: a bucket of X][gamma: a bucket of W][beta: a bucket of W][mbarrier].
+// A row whose columns do not fit beside a stage spans a cluster of C blocks, block r
+// holding its r-th kShare columns (first(), one_pass' column map) and streaming them into
+// its stage, with its share of gamma and beta beside it; their reductions push their
+// totals to each other (PushSlots).
+// Shared memory: [stage: a share of X][gamma: a share of W][beta: a share of W][mbarrier].
 template <class K> struct Stream {
   using X = typename K::X;
   using W = typename K::W;
-  static constexpr int kBucket = K::kThreadsPerRow * K::kRepeat * K::kVec, kPieces = 8;
-  static constexpr int kPieceBytes = kBucket * sizeof(X) / kPieces;
+  static constexpr int C = K::kCluster;
+  static constexpr int kShare = K::kThreadsPerRow * K::kRepeat * K::kVec, kPieces = 8;  // a block's columns
+  static constexpr int kPieceBytes = kShare * sizeof(X) / kPieces;
   static_assert(kPieceBytes % 16 == 0 && K::kThreadsPerRow % (32 * kPieces) == 0, "whole pieces, whole warps");
+  // This block's first column of the row.
+  __device__ static int first() { return C == 1 ? 0 : static_cast<int>(cluster_rank()) * kShare; }
+  // Where column `col` of the row (one of this block's) lies in the stage, gamma and beta.
+  __device__ static int local(int col) {
+    if constexpr (C == 1) {
+      return col;
+    } else {
+      return col - first();
+    }
+  }
   __device__ static unsigned char* base() {
     // on a 128-byte line past the static scratch: bulk copies into a stage 48 bytes past one
     // ran 0.815 of copy against 0.912 (scripts/stream_probe.py's STATIC variants, H100)
@@ -611,9 +698,9 @@ template <class K> struct Stream {
     return reinterpret_cast<unsigned char*>(stage_words);
   }
   __device__ static X* stage() { return reinterpret_cast<X*>(base()); }
-  __device__ static W* gamma() { return reinterpret_cast<W*>(base() + kBucket * sizeof(X)); }
-  __device__ static W* beta() { return gamma() + kBucket; }
-  __device__ static unsigned barrier() { return static_cast<unsigned>(__cvta_generic_to_shared(beta() + kBucket)); }
+  __device__ static W* gamma() { return reinterpret_cast<W*>(base() + kShare * sizeof(X)); }
+  __device__ static W* beta() { return gamma() + kShare; }
+  __device__ static unsigned barrier() { return static_cast<unsigned>(__cvta_generic_to_shared(beta() + kShare)); }
   __device__ static void init() {  // thread 0; a block barrier before any wait
     asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(barrier()), "r"(kPieces));
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
@@ -628,14 +715,14 @@ template <class K> struct Stream {
   // vectors) into the stage. The stage's earlier reads (by every thread, before a block
   // barrier) are ordered before the copy's writes.
   __device__ static void fetch(const X* xr, int n, int q) {
-    const int off = q * kPieceBytes;
-    const unsigned bytes = max(min(n * static_cast<int>(sizeof(X)) - off, kPieceBytes), 0);
+    const int off = q * kPieceBytes, from = first() * static_cast<int>(sizeof(X)) + off;
+    const unsigned bytes = max(min(n * static_cast<int>(sizeof(X)) - from, kPieceBytes), 0);
     asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
     asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(barrier()), "r"(bytes) : "memory");
     if (bytes > 0)
       asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
                    ::"r"(static_cast<unsigned>(__cvta_generic_to_shared(stage())) + off),
-                     "l"(reinterpret_cast<const char*>(xr) + off), "r"(bytes), "r"(barrier()) : "memory");
+                     "l"(reinterpret_cast<const char*>(xr) + from), "r"(bytes), "r"(barrier()) : "memory");
   }
   // Waits for the fetch of the given parity (0, 1, 0, ...: one per row) to land.
   __device__ static void wait(unsigned parity) {
@@ -680,8 +767,8 @@ template <class K, int P, int V> struct Columns {
   }
   __device__ __forceinline__ void load_epilogue(const Params& p, int i, i64 col) {
     if constexpr (K::kStreamed) {  // shared memory's copies (stream_columns)
-      g.load(i, Stream<K>::gamma() + col);
-      if constexpr (K::kNorm == Norm::LAYERNORM) b.load(i, Stream<K>::beta() + col);
+      g.load(i, Stream<K>::gamma() + Stream<K>::local(col));
+      if constexpr (K::kNorm == Norm::LAYERNORM) b.load(i, Stream<K>::beta() + Stream<K>::local(col));
       return;
     }
     if (p.gamma != nullptr) {
@@ -878,10 +965,12 @@ __device__ __forceinline__ void centred_sums(float shift, const Load& load, cons
 // reduction together, each keeping its own result. That pass is a loop over `again(i, d)`
 // (the row from shared memory, or from global memory again where registers hold it):
 // unrolled over the registers, it cost the common path spills of 4-16 bytes.
-template <class K, int P, int V, int T, int R, int C, bool kWarpShifted = false, class Again, class Cols>
+template <class K, int P, int V, int T, int R, int C, bool kWarpShifted = false, class Again, class Cols,
+          int kPush = 0>
 __device__ __forceinline__ Stats share_stats(const Params& p, float k, float s1, float s2, float m, const Again& again_load,
-                                             const Cols& cols, ReduceScratch<T, R, stat_values<K>() + kWarpShifted>& sh,
-                                             ReduceScratch<T, R, stat_values<K>()>& sh_again,
+                                             const Cols& cols,
+                                             ReduceScratch<T, R, stat_values<K>() + kWarpShifted, kPush>& sh,
+                                             ReduceScratch<T, R, stat_values<K>(), kPush>& sh_again,
                                              const float* counts = nullptr) {
   Stats st = row_stats<K, T, R, C, kWarpShifted>(k, s1, s2, m, sh, p.n, p.eps, counts);
   if constexpr (K::kNorm == Norm::LAYERNORM) {
@@ -1032,9 +1121,9 @@ __device__ __forceinline__ void normalize_row(const Params& p, const Stats& st, 
 // kCentred: `load` gives the row minus st.shift. U: the outputs' vectors at a time in both
 // passes (see for_each_output).
 template <class K, int P, int V, bool kHeld, bool kKeep, bool kCentred, int T, int R, int C, int U, class Load,
-          class Cols, class Keep, class Early = EarlyColumns<K, 0, V>>
+          class Cols, class Keep, class Early = EarlyColumns<K, 0, V>, int kPush = 0>
 __device__ __forceinline__ void finish_row(const Params& p, const Stats& st, const Load& load, const Cols& cols,
-                                           const Columns<K, kHeld ? P : 1, V>& c, ReduceScratch<T, R, 1>& sh_max,
+                                           const Columns<K, kHeld ? P : 1, V>& c, ReduceScratch<T, R, 1, kPush>& sh_max,
                                            Keep&& keep, float qmul, i64 row, bool live, bool leader,
                                            const Early& early = Early{}) {
   if constexpr (merged_max<K>()) {
@@ -1211,14 +1300,14 @@ __device__ __forceinline__ void stream_columns(const Params& p, const Cols& cols
         for (int j = 0; j < V; ++j) one[j] = 1.f;
         c.g.set(0, one);
       }
-      c.g.store(0, Stream<K>::gamma() + cols(i));
+      c.g.store(0, Stream<K>::gamma() + Stream<K>::local(cols(i)));
       if constexpr (K::kNorm == Norm::LAYERNORM) {
         if (p.beta != nullptr) {
           c.b.load(0, static_cast<const W*>(p.beta) + cols(i));
         } else {
           c.b.zero(0);
         }
-        c.b.store(0, Stream<K>::beta() + cols(i));
+        c.b.store(0, Stream<K>::beta() + Stream<K>::local(cols(i)));
       }
     }
   }
@@ -1226,8 +1315,10 @@ __device__ __forceinline__ void stream_columns(const Params& p, const Cols& cols
 
 // ---- one-pass: the whole row in registers ----------------------------------------------
 // A block serves R rows at a time with T threads per row, or, with a cluster of C blocks,
-// one row with C*T threads. Row thread t holds the P vectors at columns (i*C*T + t)*V, in
-// their input precision (half the registers of floats; converting is one instruction).
+// one row with C*T threads. Row thread t holds the P vectors at columns (i*C*T + t)*V
+// (streamed rows over a cluster: block r's thread t those at r*P*T*V + (i*T + t)*V, so that
+// a block's share is one span of the row), in their input precision (half the registers of
+// floats; converting is one instruction).
 // Blocks (clusters) stride over the rows, so any number of rows works. Two things keep
 // DRAM busy across a block's rows: the next row's loads are issued before this row's
 // reductions, and the per-column vectors (the same for every row) are loaded once per
@@ -1250,16 +1341,22 @@ __device__ __forceinline__ void one_pass(const Params& p) {
   constexpr bool kWarpShifted = kLN && C == 1 && T > 32;
   constexpr bool kKeep = K::kKeepOutputs;
   constexpr int S = scratch_sets<K>();
-  __shared__ ReduceScratch<T, R, 1> sh_max[S];
-  __shared__ ReduceScratch<T, R, stat_values<K>() + kWarpShifted> sh_stats[S];
-  __shared__ ReduceScratch<T, R, stat_values<K>()> sh_again[S];
+  constexpr int kPush = kStream && C > 1 ? C : 0;  // streamed rows over a cluster push their totals
+  __shared__ ReduceScratch<T, R, 1, kPush> sh_max[S];
+  __shared__ ReduceScratch<T, R, stat_values<K>() + kWarpShifted, kPush> sh_stats[S];
+  __shared__ ReduceScratch<T, R, stat_values<K>(), kPush> sh_again[S];
   __shared__ float warp_counts[kWarpShifted ? T / 32 : 1];  // elements of each warp of a row
   const int lane = (C > 1 ? cluster_rank() * T : 0) + threadIdx.x % T;
   const int sub = threadIdx.x / T;  // this thread's row among the block's R
   const i64 group = C > 1 ? cluster_index() : blockIdx.x;
   const i64 stride = (C > 1 ? cluster_count() : gridDim.x) * static_cast<i64>(R);
   const int n = p.n;
-  const auto cols = row_cols<kFull>([=](int i) { return (i * C * T + lane) * V; }, n);
+  // streamed rows over a cluster: each block a contiguous share of the row (Stream::first)
+  int first = 0;
+  if constexpr (kStream && C > 1) first = Stream<K>::first();
+  const auto cols = row_cols<kFull>([=](int i) {
+    return kStream && C > 1 ? first + (i * T + lane % T) * V : (i * C * T + lane) * V;
+  }, n);
   auto row_x = [&](i64 row) { return static_cast<const X*>(p.x) + row_offset(row, p.inner, p.x_so, p.x_si); };
   auto row_r = [&](i64 row) {
     return static_cast<const X*>(p.residual) + (kAdd ? row_offset(row, p.inner, p.r_so, p.r_si) : 0);
@@ -1294,8 +1391,16 @@ __device__ __forceinline__ void one_pass(const Params& p) {
   unsigned parity = 0;  // of the streamed row's fetch
   if constexpr (kStream) {
     stream_columns<K, P, V>(p, cols);
-    if (threadIdx.x == 0) Stream<K>::init();
+    if (threadIdx.x == 0) {
+      for (int j = 0; j < S; ++j) {
+        sh_max[j].init();
+        sh_stats[j].init();
+        sh_again[j].init();
+      }
+      Stream<K>::init();  // (its fence covers the scratches' mbarriers too)
+    }
     __syncthreads();
+    if constexpr (C > 1) cluster_sync();  // every block's mbarriers ready before any push
     if (Stream<K>::piece() >= 0 && base < p.rows) Stream<K>::fetch(row_x(base), n, Stream<K>::piece());
   } else if (base < p.rows) {
     load_row(in, base);
@@ -1309,7 +1414,8 @@ __device__ __forceinline__ void one_pass(const Params& p) {
       Stream<K>::wait(parity);
       parity ^= 1;
 #pragma unroll
-      for (int i = 0; i < P; ++i) load_in<K, P, V>(in, i, Stream<K>::stage(), nullptr, cols(i), cols.inside(i));
+      for (int i = 0; i < P; ++i)
+        load_in<K, P, V>(in, i, Stream<K>::stage(), nullptr, Stream<K>::local(cols(i)), cols.inside(i));
       __syncthreads();
       if (Stream<K>::piece() >= 0 && more) Stream<K>::fetch(row_x(base + stride), n, Stream<K>::piece());
     }
@@ -1651,7 +1757,7 @@ __device__ __forceinline__ void norm_fwd(const Params& p) {
   static_assert(!K::kLean || (K::kPipeline == Pipeline::ONE_PASS && !K::kStaged),
                 "only register-held one-pass rows are built lean");
   static_assert(!K::kStreamed || (K::kPipeline == Pipeline::ONE_PASS && !K::kStaged && !K::kLean &&
-                                  K::kCluster == 1 && K::kRowsPerBlock == 1 && K::kFusedAdd == 0 && !K::kXBias &&
+                                  K::kRowsPerBlock == 1 && K::kFusedAdd == 0 && !K::kXBias &&
                                   !K::kSmooth && sizeof(typename K::W) == sizeof(typename K::X) &&
                                   K::kVec * sizeof(typename K::X) == 16),
                 "streamed rows: one row a block, of whole 16-byte vectors, gamma and beta of x's precision");

@@ -220,7 +220,8 @@ class KernelSpec:
         65536 (0.831 / 0.836), plain LayerNorm 65536 and 262144 (0.947 / 0.948-0.949,
         0.887-0.890 / 0.889-0.890)."""
         t = self.tile
-        return bool(self.op.quant_ln and self.pipeline == Pipeline.ONE_PASS and t.shared_bytes and t.cluster == 1
+        one_block = t.cluster == 1 or t.stream_bytes  # (streamed clusters: a block's pass as one block's)
+        return bool(self.op.quant_ln and self.pipeline == Pipeline.ONE_PASS and t.shared_bytes and one_block
                     and not self.keep_outputs and self.light_columns)
 
     @property

@@ -119,16 +119,26 @@ QUANT_LN_TILES: dict[int, dict[int, tuple]] = {
 # row at 32768). Measured on an H100 (tune_tiles.py "streamed" groups, twenty-second
 # session, the one-block staged kernel it replaces in the same runs): bf16 int8 32768
 # 0.837-0.850 -> 0.896-0.919, fp8 0.838-0.850 -> 0.896-0.918; rows that keep their shift
-# (1000 + N(0, 1)) 0.800-0.814 -> 0.752-0.763. bf16 only (the table is keyed by the type,
-# see entries): fp16 int8 ran no faster (0.870-0.872 -> 0.857-0.874; not looked into). Two
-# things the template's version needed that the stand-alone probe (scripts/stream_probe.py)
-# had: the stage on a 128-byte line (bulk copies into one 48 bytes past it ran 0.815 against
-# 0.912), and the passes of the rare rows that keep their shift rolled (see the template's
-# one_pass). Not at 65536: its columns (256 KB) do not fit beside the stage, and over a
-# cluster of two (a half of the columns each) the exchange cost more than it saved (0.728
-# against the committed 0.756).
+# (1000 + N(0, 1)) 0.800-0.814 -> 0.752-0.763. At 32768 bf16 only (the table is keyed by the
+# type, see entries): fp16 int8 ran no faster (0.870-0.872 -> 0.857-0.874; not looked into).
+# Two things the template's version needed that the stand-alone probe
+# (scripts/stream_probe.py) had: the stage on a 128-byte line (bulk copies into one 48 bytes
+# past it ran 0.815 against 0.912), and the passes of the rare rows that keep their shift
+# rolled (see the template's one_pass). At 65536 the columns (256 KB) do not fit beside a
+# stage: the row spans a cluster of two such blocks (one an SM), each streaming its half of
+# the row beside its half of gamma and beta, which push their reductions' totals to each
+# other (the template's PushSlots: over the cluster barrier the probe ran 0.718, pushed
+# 0.873-0.890). Twenty-third session (tune_tiles.py "streamed...65536" groups, against the
+# staged block it replaces): bf16 int8 0.735-0.745 -> 0.803-0.811, fp8 0.732-0.742 ->
+# 0.805-0.820, fp16 int8 0.734-0.739 -> 0.765-0.769; rows of 1000 + N(0, 1) 0.713-0.714 ->
+# 0.688-0.689. The exchanges are what it pays over the 32768 rows' 0.91 (a block's row 5.18
+# against 4.45 us: scripts/trace_rows.py --phases); clusters of four 512-thread blocks (two
+# an SM) or eight of 256 (four) ran slower (0.720 / 0.703-0.706: 62 clusters resident).
 STREAMED = "streamed"
-STREAMED_TILES: dict[DType, dict[int, tuple]] = {DType.BF16: {32768: (1024, 1, 1, STREAMED, 64)}}
+STREAMED_TILES: dict[DType, dict[int, tuple]] = {
+    DType.BF16: {32768: (1024, 1, 1, STREAMED, 64), 65536: (1024, 1, 2, STREAMED, 64)},
+    DType.FP16: {65536: (1024, 1, 2, STREAMED, 64)},
+}
 
 # Unfused LayerNorm rows of fp32 over whole 16-byte vectors (no fused add, x-bias or quant),
 # as torch.compile's Triton kernels hold them: 8-16 elements a thread in blocks of 128-512
@@ -196,7 +206,8 @@ class Tile:
     stage_bytes: int = 0  # shared memory holding each block's share of the row (0: registers)
     registers: int = 128  # a thread's register budget (min_blocks_per_sm: __launch_bounds__)
     # launched as one wave of exactly the clusters the device holds at once, each striding
-    # over many rows, instead of `waves` times as many (see RESIDENT_MIN_CLUSTER). A device
+    # over many rows, instead of `waves` times as many (see RESIDENT_MIN_CLUSTER; streamed
+    # tiles over clusters, STREAMED_TILES, too). A device
     # that runs other work beside the kernel holds fewer: the clusters left over then run
     # after the others, and the launch takes up to twice as long
     resident: bool = False
@@ -280,7 +291,8 @@ def keeps_outputs(tile: Tile) -> bool:
     instead of 4); the float rows are what QUANT_LN_TILES' one-block rows are built on."""
     if tile.stage_bytes:
         return float_stage_bytes(tile) <= KEEP_STAGE_BYTES
-    return tile.repeat * tile.vec <= 32 and tile.block_threads <= 512
+    # (streamed rows are built for 64 registers, which their row and stage reads take)
+    return tile.repeat * tile.vec <= 32 and tile.block_threads <= 512 and not tile.stream_bytes
 
 
 def kept_output_step(tile: Tile, light: bool) -> int:
@@ -375,11 +387,14 @@ def one_pass_tile(x: DType, bucket: int, vec: int, op: Op | None = None) -> Tile
     staged, streamed = kind is True, kind == STREAMED
     registers = budget[0] if budget and (entry or not (op and op.fused)) else 64 if staged else 128
     per_thread = bucket // (threads * cluster)
-    # a streamed block's shared memory: the row's stage (x), gamma and beta (light columns:
-    # x's precision), and the stage's mbarrier
-    stream = 3 * bucket * x.itemsize + 16 if streamed else 0
+    # a streamed block's shared memory: its share of the row's stage (x), of gamma and of beta
+    # (light columns: x's precision), and the stage's mbarrier
+    stream = 3 * bucket // cluster * x.itemsize + 16 if streamed else 0
+    # streamed blocks launch one wave (Tile.waves), which over clusters must be of the clusters
+    # the device holds at once (of single blocks: its blocks per SM times its SMs)
+    resident = streamed and cluster > 1 or bool(op and op.rmsnorm) and cluster >= RESIDENT_MIN_CLUSTER
     t = Tile(threads, rows, vec, per_thread // vec, cluster, bucket // cluster * x.itemsize if staged else 0,
-             registers, bool(op and op.rmsnorm) and cluster >= RESIDENT_MIN_CLUSTER, stream)
+             registers, resident, stream)
     keep = staged and op and op.quant_ln and keeps_outputs(t)
     return replace(t, stage_bytes=float_stage_bytes(t)) if keep else t
 

@@ -536,14 +536,9 @@ CANDIDATES = {  # name: (bench op, dtype, N, candidates)
     # 0.864 / 0.887 / 0.872, RMSNorm + fp8 0.890 / 0.930 / 0.889. The exchange costs 1-4%, but
     # a push gains none of it (262144 loses 0.02): what a block waits for is its partners'
     # partials, later than its own, not the barrier. The GPU tests of every cluster instance
-    # passed with push (245). Rejected.
-    **{f"xch{op}{x.value}{n}": (op, x, n, [committed(op, x, n), committed(op, x, n, "push"),
-                                           committed(op, x, n, "push0"), committed(op, x, n)])
-       for op, x, n in [("rmsnorm", DType.BF16, 65536), ("rmsnorm", DType.BF16, 131072),
-                        ("rmsnorm", DType.BF16, 262144), ("rmsnorm", DType.BF16, 524288),
-                        ("rmsnorm+fp8", DType.BF16, 65536), ("add+rmsnorm", DType.BF16, 65536),
-                        ("layernorm", DType.BF16, 65536), ("layernorm", DType.BF16, 262144),
-                        ("add+layernorm", DType.BF16, 65536), ("layernorm", DType.FP32, 65536)]},
+    # passed with push (245). Rejected. (The patches, patches/cluster_push.json, left the tree
+    # in the twenty-third session, when streamed rows over clusters took up the pushed
+    # exchange: the template's PushSlots; git history up to 902ab4e has them.)
     # Clusters of 16 smaller blocks at 131072-262144 (as quack's RMSNorm: 32 KB a block, six per
     # SM), the committed tile first and last. H100, fifteenth session (copy 2954 GB/s):
     # RMSNorm bf16 262144 0.891 / 16 x 256 b6 0.905 / at 2 waves 0.863 / b5 0.899 / 0.899;
@@ -1030,6 +1025,37 @@ CANDIDATES = {  # name: (bench op, dtype, N, candidates)
     # streamed instance (a timing patch since removed: bf16 int8 only) 0.907-0.918.
     **{f"streamed{op}{x.value}32768": (op, x, 32768, [(512, 1, 1, True, 16), (1024, 1, 1, tiles.STREAMED, 1, "b1")] * 2)
        for op, x in (("layernorm+int8", DType.BF16), ("layernorm+fp8", DType.BF16), ("layernorm+int8", DType.FP16))},
+    # LayerNorm + quant at 65536 streamed over clusters of two (each block half the row, its
+    # half of gamma and beta in shared memory, the reductions' totals pushed to each other)
+    # against the one staged 1024-thread block it replaces, alternating twice. H100,
+    # twenty-third session (committed, in three calls): bf16 int8 0.735-0.745 / 0.803-0.811,
+    # fp8 0.732-0.742 / 0.805-0.820; fp16 int8 0.734-0.739 / 0.765-0.769; with --offset 1000
+    # (rows that keep their shift: the rolled passes) bf16 int8 0.713-0.714 / 0.688-0.689.
+    **{f"streamed{op}{x.value}65536": (op, x, 65536, [(1024, 1, 1, True, 16), (1024, 1, 2, tiles.STREAMED, "res", "b1")] * 2)
+       for op, x in (("layernorm+int8", DType.BF16), ("layernorm+fp8", DType.BF16), ("layernorm+int8", DType.FP16))},
+    # LayerNorm + quant at 65536 streamed over clusters of two 1024-thread blocks (one an SM),
+    # four of 512 (two an SM) or eight of 256 (four an SM): the same registers and shared
+    # memory a row, more blocks an SM to run while one waits at its barriers. H100,
+    # twenty-third session: int8 0.806 / 0.720 / 0.703-0.706, fp8 0.812-0.820 / 0.724-0.725 /
+    # 0.702-0.706: only 62 clusters of four or eight are resident (124 SMs), and the other
+    # blocks of an SM did not make up for it.
+    **{f"sclusters{op}{x.value}65536": (op, x, 65536, [(1024, 1, 2, tiles.STREAMED, "res", "b1"),
+                                                      (512, 1, 4, tiles.STREAMED, "res", "b2"),
+                                                      (256, 1, 8, tiles.STREAMED, "res", "b4")] * 2)
+       for op, x in (("layernorm+int8", DType.BF16), ("layernorm+fp8", DType.BF16))},
+    # The pieces of the streamed template over clusters of two (65536), timing patches each.
+    # H100, twenty-third session (the pilot read from global memory where the shift is needed,
+    # as committed): 0.810-0.812, srsqrt 0.823, srn 0.803 (the IEEE intrinsics no cheaper),
+    # snoagain 0.798, snofar 0.791, spilot0 0.868, all four 0.889. The pilot copied into
+    # shared memory with the row (a version not kept) ran as the committed one (0.803 against
+    # spilot0's 0.868): what a zero shift saves is instructions (no subtraction, no far
+    # rows), not the pilot's load. The rest is the two exchanges (scripts/trace_rows.py
+    # --phases layernorm+int8 65536 2048 sphases: a block's row 5.18 us against 4.45 at 32768
+    # in one block; the statistics' phase 1.76 against 1.42 us, the maximum's 1.59 against
+    # 1.35, the stage's wait 0.67 against 0.50).
+    **patch_groups("sc2", ((), ("srsqrt",), ("srn",), ("snoagain",), ("snofar",), ("spilot0",),
+                           ("srsqrt", "snoagain", "snofar", "spilot0"), ()),
+                   [("layernorm+int8", DType.BF16, 65536)]),
     # The streamed template's pieces, timing patches each (twenty-second session, H100, bf16
     # int8 32768, the stage on a 128-byte line, the far rows' passes then unrolled inline):
     # committed 0.851-0.857, sk0 0.874, snoagain 0.892, sinvn 0.855, srsqrt 0.884 (spills),
@@ -1092,12 +1118,6 @@ def column_prefetch(k: int) -> list:
     spec.column_prefetch commits for rows with a fused add)."""
     at = "    const Stats st = share_stats<K, P, V, T, 1, C>(p, k, s1, s2, m, load, cols, sh_stats[ph], sh_again[ph]);"
     return [(at, f"    prefetch_columns<K, (P < {k} ? P : {k})>(p, cols);  // tune_tiles colpf\n" + at)]
-
-
-def cluster_push(variant: str) -> list:
-    """The replacements of patches/cluster_push.json's `variant`."""
-    pairs = json.loads((Path(__file__).parent / "patches" / "cluster_push.json").read_text())[variant]
-    return [tuple(pair) for pair in pairs]
 
 
 def row_ahead(k: int) -> list:
@@ -1181,6 +1201,10 @@ PATCHES = {  # name: [(old, new), ...]
     "snofar": [("      finish_row<K, P, V, false, false, false, T, R, C, (P % 2 ? 1 : 2)>(p, st, far_load,",
                 "      if (false) finish_row<K, P, V, false, false, false, T, R, C, (P % 2 ? 1 : 2)>(p, st, far_load,")],
     "sinvn": [("  const float inv_n = 1.f / static_cast<float>(n);", "  const float inv_n = 1.f / 32768.f;")],
+    # rstd by the IEEE intrinsics (the same bits as 1 / sqrtf: both round once each)
+    "srn": [("  const float rstd = 1.f / sqrtf(var + eps);", "  const float rstd = __frcp_rn(__fsqrt_rn(var + eps));")],
+    # (timing only) register rows over a cluster without the pilot's shift (0 instead)
+    "spilot0": [("      if (live) k = Pilot<K, V>::shift(p, row_x(row), row_r(row), n);", "      k = 0.f;")],
     # staged rows' x loaded past L1 (as LayerNorm + quant's), leaving L1 to the columns
     "xl2": [("load_in<K, kBatch, V, K::kRowCache>", "load_in<K, kBatch, V, Cache::PAST_L1>")],
     # gamma and beta of the first K eighths of a row kept in L1, the rest loaded past it
@@ -1240,11 +1264,6 @@ PATCHES = {  # name: [(old, new), ...]
               "      for (int k = 0; k < K; ++k) t[k] = load_cluster(&sh.block[k], threadIdx.x % C);",
               "    __syncwarp();\n    if (threadIdx.x < 32) {\n      float t[K];\n#pragma unroll\n"
               "      for (int k = 0; k < K; ++k) t[k] = sh.block[k];")],
-    # a cluster's partials pushed to every block (st.async counted on the receiver's mbarrier)
-    # instead of a cluster barrier and remote loads: every warp waits on the mbarrier and
-    # combines (push), or the first warp does and a block barrier hands the others the total
-    # (push0); patches/cluster_push.json, an experiment kept outside the template
-    **{name: cluster_push(name) for name in ("push", "push0")},
     # a staged row loads the next row's first K vectors (and LayerNorm's pilot) into registers
     # before its own reduction (patches/row_ahead.json, an experiment kept outside the template)
     **{f"ahead{k}": row_ahead(k) for k in (1, 2, 4)},

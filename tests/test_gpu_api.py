@@ -123,21 +123,27 @@ def test_resident_clusters_stride_over_the_rows(seed):
 
 @pytest.mark.parametrize("quant", ["int8", "fp8_e4m3"])
 def test_streamed_rows_stride_over_the_rows(quant, seed):
-    """LayerNorm + dynamic quant's streamed rows (tiles.STREAMED_TILES: one block an SM, each
-    taking many rows of a batch, the next one copied into shared memory while it works on
-    this one): every row of a batch of strided rows, contiguous ones and a ragged length
-    matches the reference, and a row alone gives the same bits as in the batch."""
+    """LayerNorm + dynamic quant's streamed rows (tiles.STREAMED_TILES: one block an SM, or at
+    65536 a cluster of two, each taking many rows of a batch, the next one copied into shared
+    memory while it works on this one): every row of a batch of strided rows, contiguous ones
+    and ragged lengths matches the reference, and a row alone gives the same bits as in the
+    batch."""
     import cupy
 
-    # rows of the bucket's length (the whole-row kernel) and a shorter one; "offset" rows keep
-    # their shift (their mean lies far from zero: the rolled passes)
-    for n, pad, kind in ((32768, 0, "normal"), (32768, 8, "offset"), (30000, 8, "offset")):
+    # rows of the bucket's length (the whole-row kernel) and shorter ones (32776: the second
+    # block of a cluster holds 8 columns); "offset" rows keep their shift (their mean lies far
+    # from zero: the rolled passes)
+    for n, pad, kind in ((32768, 0, "normal"), (32768, 8, "offset"), (30000, 8, "offset"), (65536, 0, "normal"),
+                         (65536, 8, "offset"), (50000, 0, "offset"), (32776, 8, "normal")):
         m = 300
         x, g, b = expected(Case(DType.BF16, DType.BF16, n, m, kind, pad, seed)).xgb
         dispatch._kernels.clear()
         out = normgen.layernorm(x, g, b, quant=quant)
         (kernel,) = dispatch._kernels.values()
         assert kernel.spec.tile.stream_bytes and kernel.max_groups < m, kernel.spec.name
+        # one wave of as many blocks as the device holds at once (one an SM), each taking many rows
+        sms = cupy.cuda.runtime.getDeviceProperties(0)["multiProcessorCount"]
+        assert sms // 2 < kernel.max_groups * kernel.cluster <= sms, (kernel.spec.name, kernel.max_groups, sms)
         host = [cupy.asnumpy(v) for v in (x, g, b)]
         want = reference.layernorm(*host, 1e-5, quant=quant)
         y64 = reference.normalized("layernorm", *host, 1e-5)
@@ -145,7 +151,7 @@ def test_streamed_rows_stride_over_the_rows(quant, seed):
         assert_scales(out.scale, want.scale, what)
         assert_codes(out.y, y64 / cupy.asnumpy(out.scale).astype(np.float64)[:, None],
                      DType.INT8 if quant == "int8" else DType.FP8, what)
-        for r in (0, kernel.max_groups, m - 1):  # the first and a second row of block 0, the last
+        for r in (0, kernel.max_groups, m - 1):  # the first and a second row of block (cluster) 0, the last
             alone = normgen.layernorm(x[r : r + 1], g, b, quant=quant)
             assert cupy.array_equal(alone.y[0].view(cupy.uint8), out.y[r].view(cupy.uint8)), (what, r)
             assert cupy.array_equal(alone.scale[0], out.scale[r]), (what, r)
@@ -226,14 +232,14 @@ def test_beta_none_and_fp32_weights(seed):
 
 @pytest.mark.parametrize("x_type", [DType.BF16, DType.FP16])
 @pytest.mark.parametrize("given", ["gamma", "beta", "neither"])
-def test_quant_rows_of_32768_without_gamma_or_beta(given, x_type, seed):
-    """LayerNorm + dynamic quant at 32768 with gamma or beta left out: no scale, no shift. bf16
-    rows are streamed (their output passes read gamma and beta from copies in shared memory,
-    ones and zeros for absent ones), fp16 rows staged (theirs load them per vector, or stand
-    ones and zeros in). A whole row and a ragged one."""
+def test_quant_rows_of_32768_up_without_gamma_or_beta(given, x_type, seed):
+    """LayerNorm + dynamic quant at 32768 and 65536 with gamma or beta left out: no scale, no
+    shift. bf16 rows are streamed (their output passes read gamma and beta from copies in
+    shared memory, ones and zeros for absent ones), fp16 rows staged (theirs load them per
+    vector, or stand ones and zeros in). Whole rows and ragged ones."""
     import cupy
 
-    for n in (32768, 30000):
+    for n in (32768, 30000, 65536, 40000):
         x, g, b = expected(Case(x_type, x_type, n, 24, "offset", 0, seed)).xgb
         g, b = (g if given == "gamma" else None), (b if given == "beta" else None)
         out = normgen.layernorm(x, g, b, quant="int8")

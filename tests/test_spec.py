@@ -134,7 +134,7 @@ def test_which_instances_keep_columns_packed(name, packed):
     ("layernorm_fwd_bf16_dqint8_syfp32_nb131072_1p_v8", True),  # staged over a cluster
     ("layernorm_fwd_bf16_smfp32_dqint8_syfp32_nb32768_1p_v8", False),  # 128 KB of floats per block
     ("layernorm_fwd_bf16_dqint8_syfp32_nb32768_1p_v8", False),  # streamed: 1024 threads a row
-    ("layernorm_fwd_bf16_dqint8_syfp32_nb65536_1p_v8", False),  # 128 KB
+    ("layernorm_fwd_bf16_dqint8_syfp32_nb65536_1p_v8", False),  # streamed: 64 registers
     ("layernorm_fwd_bf16_sqint8_nb8192_1p_v8", False),  # static quant: no maximum
     ("rmsnorm_fwd_bf16_dqfp8_syfp32_nb8192_1p_v8", False),  # the maximum comes with the statistics
     ("layernorm_fwd_bf16_dqint8_syfp32_2p_v8", False),
@@ -205,7 +205,7 @@ def test_which_staged_rows_load_their_columns_early(name, vectors):
     ("layernorm_fwd_fp16_add1_dqfp8_syfp32_nb16384_1p_v8", 65536, 3),  # three fit an SM's shared memory
     ("layernorm_fwd_bf16_dqint8_syfp32_nb131072_1p_v8", 65536, 3),  # an eighth of a row each, as floats
     ("layernorm_fwd_bf16_smfp32_dqint8_syfp32_nb32768_1p_v8", 65536, 2),  # one 512-thread block, bf16
-    ("layernorm_fwd_bf16_dqint8_syfp32_nb65536_1p_v8", 131072, 1),  # one 1024-thread block, bf16
+    ("layernorm_fwd_bf16_wfp32_dqint8_syfp32_nb65536_1p_v8", 131072, 1),  # one 1024-thread block, bf16
     ("rmsnorm_fwd_bf16_dqfp8_syfp32_nb65536_1p_v8", 65536, 2),  # bf16, half a row each
     ("layernorm_fwd_fp32_nb32768_1p_v4", 131072, 1),  # reads x alone: one 1024-thread block
     ("rmsnorm_fwd_fp32_dqfp8_syfp32_nb32768_1p_v4", 131072, 1),
@@ -222,29 +222,36 @@ def test_stage_bytes_and_residency(name, stage_bytes, blocks):
     assert spec.min_blocks_per_sm == blocks
 
 
-@pytest.mark.parametrize("name, streamed", [
-    ("layernorm_fwd_bf16_dqint8_syfp32_nb32768_1p_v8", True),
-    ("layernorm_fwd_bf16_dqfp8_syfp16_nb32768_1p_v8_mv", True),
-    ("layernorm_fwd_fp16_dqfp8_syfp16_nb32768_1p_v8_mv", False),  # fp16: no faster
-    ("layernorm_fwd_bf16_smfp32_dqint8_syfp32_nb32768_1p_v8", False),  # a smooth scale: a third column
-    ("layernorm_fwd_bf16_wfp32_dqint8_syfp32_nb32768_1p_v8", False),  # fp32 columns: twice the bytes
-    ("layernorm_fwd_bf16_add1_dqint8_syfp32_nb32768_1p_v8", False),  # a fused add
-    ("layernorm_fwd_bf16_dqint8_syfp32_nb32768_1p_v4", False),  # half vectors
-    ("layernorm_fwd_bf16_dqint8_syfp32_nb65536_1p_v8", False),  # columns do not fit beside the stage
-    ("rmsnorm_fwd_bf16_dqint8_syfp32_nb32768_1p_v8", False),
+@pytest.mark.parametrize("name, cluster", [
+    ("layernorm_fwd_bf16_dqint8_syfp32_nb32768_1p_v8", 1),
+    ("layernorm_fwd_bf16_dqfp8_syfp16_nb32768_1p_v8_mv", 1),
+    ("layernorm_fwd_fp16_dqfp8_syfp16_nb32768_1p_v8_mv", 0),  # fp16: no faster at 32768
+    ("layernorm_fwd_bf16_smfp32_dqint8_syfp32_nb32768_1p_v8", 0),  # a smooth scale: a third column
+    ("layernorm_fwd_bf16_wfp32_dqint8_syfp32_nb32768_1p_v8", 0),  # fp32 columns: twice the bytes
+    ("layernorm_fwd_bf16_add1_dqint8_syfp32_nb32768_1p_v8", 0),  # a fused add
+    ("layernorm_fwd_bf16_dqint8_syfp32_nb32768_1p_v4", 0),  # half vectors
+    ("layernorm_fwd_bf16_dqint8_syfp32_nb65536_1p_v8", 2),  # columns fit beside a stage only halved
+    ("layernorm_fwd_fp16_dqfp8_syfp32_nb65536_1p_v8", 2),
+    ("layernorm_fwd_bf16_smfp32_dqint8_syfp32_nb65536_1p_v8", 0),
+    ("rmsnorm_fwd_bf16_dqint8_syfp32_nb32768_1p_v8", 0),
 ])
-def test_which_rows_are_streamed(name, streamed):
-    """Streamed rows (tiles.STREAMED_TILES): one 1024-thread block an SM, one wave, its row in
-    registers, shared memory for the next row's stage, gamma, beta and an mbarrier."""
-    t = parse_name(name).tile
-    assert bool(t.stream_bytes) is streamed
-    if streamed:
-        assert (t.stage_bytes, t.stream_bytes, t.block_threads, t.waves) == (0, 3 * 32768 * 2 + 16, 1024, 1)
-        assert t.shared_bytes == t.stream_bytes and parse_name(name).min_blocks_per_sm == 1
+def test_which_rows_are_streamed(name, cluster):
+    """Streamed rows (tiles.STREAMED_TILES): one 1024-thread block an SM (at 65536 a cluster of
+    two, each half the row), one wave of them (as many as the device holds), a block's share
+    of the row in registers, shared memory for its share of the next row's stage, of gamma and
+    of beta, and an mbarrier."""
+    spec = parse_name(name)
+    t = spec.tile
+    assert bool(t.stream_bytes) is (cluster > 0)
+    if cluster:
+        share = spec.bucket // cluster * 2
+        assert (t.stage_bytes, t.stream_bytes, t.block_threads, t.cluster) == (0, 3 * share + 16, 1024, cluster)
+        assert t.shared_bytes == t.stream_bytes and spec.min_blocks_per_sm == 1
+        assert t.waves == 1 and t.resident == (cluster > 1) and spec.fold_shift and not spec.keep_outputs
 
 
 @pytest.mark.parametrize("name, cache", [
-    ("layernorm_fwd_bf16_dqint8_syfp32_nb65536_1p_v8", Cache.PAST_L1),  # two output passes read the columns
+    ("layernorm_fwd_bf16_smfp32_dqint8_syfp32_nb65536_1p_v8", Cache.PAST_L1),  # two output passes read the columns
     ("layernorm_fwd_bf16_wfp32_dqint8_syfp32_nb65536_1p_v8", Cache.NORMAL),  # ... but fp32 columns spilled
     ("rmsnorm_fwd_bf16_dqfp8_syfp32_nb65536_1p_v8", Cache.NORMAL),  # one output pass
     ("layernorm_fwd_bf16_nb131072_1p_v8", Cache.PAST_L1),  # unfused 16-bit, clusters of eight
