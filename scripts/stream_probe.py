@@ -83,11 +83,18 @@ __device__ __forceinline__ void bulk_group(uint4* stage, const __nv_bfloat16* x,
   }
 }
 
+// Waits for the phase of the given parity of the mbarrier; kCluster: and sees what the
+// cluster's other blocks wrote with it (EXCH).
+template <bool kCluster = false>
 __device__ __forceinline__ void wait_bar(unsigned long long* bar, uint32_t parity) {
   uint32_t done;
   do {
-    asm volatile("{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }"
-                 : "=r"(done) : "r"(sa(bar)), "r"(parity) : "memory");
+    if (kCluster)
+      asm volatile("{ .reg .pred p; mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], %2; "
+                   "selp.u32 %0, 1, 0, p; }" : "=r"(done) : "r"(sa(bar)), "r"(parity) : "memory");
+    else
+      asm volatile("{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }"
+                   : "=r"(done) : "r"(sa(bar)), "r"(parity) : "memory");
   } while (!done);
 }
 
@@ -100,13 +107,6 @@ __device__ __forceinline__ void push(float* slot, unsigned long long* bar, unsig
   asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(rb) : "r"(sa(bar)), "r"(r));
   asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.b32 [%0], %1, [%2];"
                :: "r"(ra), "r"(__float_as_uint(v)), "r"(rb) : "memory");
-}
-__device__ __forceinline__ void wait_cluster_bar(unsigned long long* bar, uint32_t parity) {
-  uint32_t done;
-  do {
-    asm volatile("{ .reg .pred p; mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }"
-                 : "=r"(done) : "r"(sa(bar)), "r"(parity) : "memory");
-  } while (!done);
 }
 #endif
 
@@ -146,7 +146,7 @@ __device__ __forceinline__ void reduce(float (&v)[K], float* part, float* xb, fl
       if (threadIdx.x == k)
         for (unsigned c = 0; c < C; ++c)
           if (c != me) push(&recv[e][xpar][me][k], &xbar[e], c, v[k]);
-    wait_cluster_bar(&xbar[e], xpar);
+    wait_bar<true>(&xbar[e], xpar);
     #pragma unroll
     for (int k = 0; k < K; ++k) {  // in rank order: every block the same totals
       float r = me == 0 ? v[k] : recv[e][xpar][0][k];
