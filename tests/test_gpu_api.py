@@ -132,11 +132,13 @@ def test_streamed_rows_stride_over_the_rows(quant, seed):
 
     # rows of the bucket's length (the whole-row kernel) and shorter ones (32776: the second
     # block of a cluster holds 8 columns); "offset" rows keep their shift (their mean lies far
-    # from zero: the rolled passes)
-    for n, pad, kind in ((32768, 0, "normal"), (32768, 8, "offset"), (30000, 8, "offset"), (65536, 0, "normal"),
-                         (65536, 8, "offset"), (50000, 0, "offset"), (32776, 8, "normal")):
+    # from zero: the rolled passes); fp16 rows stream at 65536 only
+    bf16, fp16 = DType.BF16, DType.FP16
+    for x_type, n, pad, kind in ((bf16, 32768, 0, "normal"), (bf16, 32768, 8, "offset"), (bf16, 30000, 8, "offset"),
+                                 (bf16, 65536, 0, "normal"), (bf16, 65536, 8, "offset"), (bf16, 50000, 0, "offset"),
+                                 (bf16, 32776, 8, "normal"), (fp16, 65536, 8, "offset"), (fp16, 40000, 0, "normal")):
         m = 300
-        x, g, b = expected(Case(DType.BF16, DType.BF16, n, m, kind, pad, seed)).xgb
+        x, g, b = expected(Case(x_type, x_type, n, m, kind, pad, seed)).xgb
         dispatch._kernels.clear()
         out = normgen.layernorm(x, g, b, quant=quant)
         (kernel,) = dispatch._kernels.values()
@@ -147,7 +149,7 @@ def test_streamed_rows_stride_over_the_rows(quant, seed):
         host = [cupy.asnumpy(v) for v in (x, g, b)]
         want = reference.layernorm(*host, 1e-5, quant=quant)
         y64 = reference.normalized("layernorm", *host, 1e-5)
-        what = f"N={n} rows={m} pad={pad}"
+        what = f"{x_type.value} N={n} rows={m} pad={pad}"
         assert_scales(out.scale, want.scale, what)
         assert_codes(out.y, y64 / cupy.asnumpy(out.scale).astype(np.float64)[:, None],
                      DType.INT8 if quant == "int8" else DType.FP8, what)
@@ -234,9 +236,9 @@ def test_beta_none_and_fp32_weights(seed):
 @pytest.mark.parametrize("given", ["gamma", "beta", "neither"])
 def test_quant_rows_of_32768_up_without_gamma_or_beta(given, x_type, seed):
     """LayerNorm + dynamic quant at 32768 and 65536 with gamma or beta left out: no scale, no
-    shift. bf16 rows are streamed (their output passes read gamma and beta from copies in
-    shared memory, ones and zeros for absent ones), fp16 rows staged (theirs load them per
-    vector, or stand ones and zeros in). Whole rows and ragged ones."""
+    shift. Streamed rows (bf16 at both, fp16 at 65536) read gamma and beta from copies in
+    shared memory, ones and zeros for absent ones; staged rows (fp16 at 32768) load them per
+    vector, or stand ones and zeros in. Whole rows and ragged ones."""
     import cupy
 
     for n in (32768, 30000, 65536, 40000):
