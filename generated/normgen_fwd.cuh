@@ -1258,7 +1258,7 @@ __device__ __forceinline__ void fuse_row(RowIn<K, P, V>& in, const Params& p, co
 // need no reduction before them, and are taken as the row is staged. In exact arithmetic
 // any shift gives the same statistics; this one is almost always within a standard
 // deviation of the mean, and share_stats sums the rare row where it is not again. (Rows of
-// one block: warp_shift.)
+// one block: warp_shift; streamed clusters: zero, see one_pass.)
 template <class K, int V> struct Pilot {
   using X = typename K::X;
   static constexpr int kVecs = V * sizeof(X) >= 16 ? 1 : 16 / (V * static_cast<int>(sizeof(X)));
@@ -1427,10 +1427,16 @@ __device__ __forceinline__ void one_pass(const Params& p) {
     fuse_row<K, P, V, kHold>(in, p, c, cols,
                              K::kFusedAdd == 1 && live ? static_cast<X*>(p.res_out) + row * n : nullptr);
 
+    // Streamed clusters sum around a shift of zero, a constant: a row whose mean lies more
+    // than a deviation from zero is summed again around its mean (share_stats; a two-pass
+    // LayerNorm's work), from its registers. Measured on an H100 (tune_tiles.py "sx" groups,
+    // twenty-fourth session, bf16 int8 65536, against the pilot's shift): 0.80-0.82 ->
+    // 0.87-0.89; rows of 1000 + N(0, 1) 0.68 -> 0.55. At 32768 (one block, warp_shift) a
+    // zero shift gained nothing.
     float k = 0.f, s1, s2;
     if constexpr (kLN && C == 1) {
       k = warp_shift<T, P>(in.x);
-    } else if constexpr (kLN) {
+    } else if constexpr (kLN && !kStream) {
       if (live) k = Pilot<K, V>::shift(p, row_x(row), row_r(row), n);  // a row past the end: zeros, shift 0
     }
     // kKeep: the row as floats centred on the shift, from here on (what the sums take and
@@ -1454,7 +1460,28 @@ __device__ __forceinline__ void one_pass(const Params& p) {
       fuse_row<K, 1, V, false>(one, p, Columns<K, 1, V>{}, one_cols, nullptr);
       one.x.get(0, d);
     };
-    Stats st = share_stats<K, P, V, T, R, C, kWarpShifted>(p, k, s1, s2, m, reload, cols, sh_stats[ph],
+    // Vector i of the row selected from its registers by a run-time index (streamed rows'
+    // rolled passes: little code).
+    auto held = [&](int i, float (&d)[V]) {
+      constexpr int kW = Packed<X, 1, V>::kWords;
+      Packed<X, 1, V> one;
+#pragma unroll
+      for (int k = 0; k < kW; ++k) one.w[k] = in.x.w[k];
+#pragma unroll
+      for (int j = 1; j < P; ++j) {
+#pragma unroll
+        for (int k = 0; k < kW; ++k) one.w[k] = i == j ? in.x.w[j * kW + k] : one.w[k];
+      }
+      one.get(0, d);
+    };
+    auto again = [&](int i, float (&d)[V]) {  // a far row's second sums (see share_stats)
+      if constexpr (kStream) {
+        held(i, d);
+      } else {
+        reload(i, d);
+      }
+    };
+    Stats st = share_stats<K, P, V, T, R, C, kWarpShifted>(p, k, s1, s2, m, again, cols, sh_stats[ph],
                                                            sh_again[ph], warp_counts);
     if constexpr (kKeep) {
       if (st.far) {  // summed again around the mean (rare): the row centred on that, from memory
@@ -1476,7 +1503,7 @@ __device__ __forceinline__ void one_pass(const Params& p) {
       if constexpr (K::kFoldShift)
         finish_row<K, P, V, kHold, kKeep, true, T, R, C, P>(p, st_folded, load, cols, c, sh_max[ph], kept, qmul, row,
                                                             live, lane == 0);
-    } else if constexpr (kStream) {
+    } else if constexpr (kStream && !kKeep) {
       // A row that keeps its shift (its mean more than a deviation from zero: rare), in
       // rolled passes of two vectors a step, each vector selected from the row's registers
       // by its run-time index: little code. Beside the folded passes, these passes' code
@@ -1486,19 +1513,7 @@ __device__ __forceinline__ void one_pass(const Params& p) {
       // (0.896-0.913 with, 0.899-0.918 without). Rows of 1000 + N(0, 1) run 0.75-0.76 so
       // (one vector a step 0.70; from a copy in local memory 0.53: L1, beside the shared
       // memory, does not hold the copies), the staged kernel 0.80.
-      auto far_load = [&](int i, float (&d)[V]) {
-        constexpr int kW = Packed<X, 1, V>::kWords;
-        Packed<X, 1, V> one;
-#pragma unroll
-        for (int k = 0; k < kW; ++k) one.w[k] = in.x.w[k];
-#pragma unroll
-        for (int j = 1; j < P; ++j) {
-#pragma unroll
-          for (int k = 0; k < kW; ++k) one.w[k] = i == j ? in.x.w[j * kW + k] : one.w[k];
-        }
-        one.get(0, d);
-      };
-      finish_row<K, P, V, false, false, false, T, R, C, (P % 2 ? 1 : 2)>(p, st, far_load, cols, c, sh_max[ph], kept,
+      finish_row<K, P, V, false, false, false, T, R, C, (P % 2 ? 1 : 2)>(p, st, held, cols, c, sh_max[ph], kept,
                                                                          qmul, row, live, lane == 0);
     } else {
       finish_row<K, P, V, kHold, kKeep, kKeep, T, R, C, P>(p, st, load, cols, c, sh_max[ph], kept, qmul, row, live,

@@ -134,6 +134,12 @@ QUANT_LN_TILES: dict[int, dict[int, tuple]] = {
 # 0.688-0.689. The exchanges are what it pays over the 32768 rows' 0.91 (a block's row 5.18
 # against 4.45 us: scripts/trace_rows.py --phases); clusters of four 512-thread blocks (two
 # an SM) or eight of 256 (four) ran slower (0.720 / 0.703-0.706: 62 clusters resident).
+# Twenty-fourth session ("sx" groups): the clusters sum around a shift of zero instead of the
+# row's first 16 bytes, and far rows (mean more than a deviation from zero) sum again from
+# their registers: bf16 int8 0.812-0.817 -> 0.878-0.880, fp8 0.803-0.821 -> 0.870-0.876,
+# fp16 int8 0.773-0.790 -> 0.840-0.853; rows of 1000 + N(0, 1) 0.681-0.684 -> 0.560 (their
+# second sums and exchange). Without any exchange (a timing patch) the rows ran 0.84: the
+# pushed exchanges cost little beside the shift's instructions.
 STREAMED = "streamed"
 STREAMED_TILES: dict[DType, dict[int, tuple]] = {
     DType.BF16: {32768: (1024, 1, 1, STREAMED, 64), 65536: (1024, 1, 2, STREAMED, 64)},

@@ -97,6 +97,7 @@ def moved(op, m, n, itemsize):
 F = "full"
 KEEP_STAGE_BYTES = tiles.KEEP_STAGE_BYTES
 KEPT_OUTPUT_STEP = tiles.kept_output_step
+KEEPS_OUTPUTS = tiles.keeps_outputs
 _PREFERRED_SHARED_MEMORY_CARVEOUT = 9  # CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT (percent)
 
 
@@ -137,6 +138,7 @@ KEEP = re.compile(r"keep(\d+)$")  # ... kept as floats up to this many KB a bloc
 COLUMN_REGISTERS = re.compile(r"colreg(\d+)$")  # staged rows load K vectors' columns early (spec.column_registers)
 COLUMN_AHEAD = re.compile(r"colahead(\d+)$")  # output passes load columns K vectors ahead (spec.column_ahead)
 NOFOLD = "nofold"  # the shift not folded into the output passes (spec.fold_shift), no columns ahead
+SKEEP = "skeep"  # streamed rows keep their outputs in registers too (tiles.keeps_outputs)
 KEPT_STEP = re.compile(r"keepu(\d+)$")  # ... whose output passes take this many vectors at a time (tiles.kept_output_step)
 
 
@@ -1045,7 +1047,7 @@ CANDIDATES = {  # name: (bench op, dtype, N, candidates)
        for op, x in (("layernorm+int8", DType.BF16), ("layernorm+fp8", DType.BF16))},
     # The pieces of the streamed template over clusters of two (65536), timing patches each.
     # H100, twenty-third session (the pilot read from global memory where the shift is needed,
-    # as committed): 0.810-0.812, srsqrt 0.823, srn 0.803 (the IEEE intrinsics no cheaper),
+    # as committed then; since the twenty-fourth the clusters shift by zero): 0.810-0.812, srsqrt 0.823, srn 0.803 (the IEEE intrinsics no cheaper),
     # snoagain 0.798, snofar 0.791, spilot0 0.868, all four 0.889. The pilot copied into
     # shared memory with the row (a version not kept) ran as the committed one (0.803 against
     # spilot0's 0.868): what a zero shift saves is instructions (no subtraction, no far
@@ -1066,6 +1068,28 @@ CANDIDATES = {  # name: (bench op, dtype, N, candidates)
     # 0.53), then to rolled passes over the registers (committed). sfar: those passes (snofar:
     # not built) with and without --offset 1000: 0.896-0.913 / 0.899-0.918, far rows 0.696
     # (one vector a step), 0.752-0.763 (two: committed)
+    # Streamed rows shifted by zero over clusters (65536) and far rows summed again from their
+    # registers (as committed), against the pilot's shift and far rows from global memory
+    # (sagainmem; before the twenty-fourth session) and the pilot alone. H100, twenty-fourth
+    # session: bf16 int8 65536 0.878-0.880 / 0.812-0.814 / 0.816-0.817, fp8 0.870-0.876 /
+    # 0.803-0.805 / 0.815-0.821, fp16 int8 0.840-0.853 / 0.773-0.784 / 0.789-0.790; bf16 int8
+    # 32768 (one block: the far rows' source alone changes) 0.930-0.932 / 0.924-0.927 /
+    # 0.931-0.932. --offset 1000 (every row far from zero): 65536 0.560 / 0.683-0.684 /
+    # 0.681-0.684, 32768 0.775-0.777 / 0.761-0.763 / 0.775. The timing patches on the way (each
+    # alone on the committed kernel then, int8 65536): the shift a constant zero 0.862-0.879,
+    # and its far rows 0.440-0.449 when summed again from global memory; each warp's own shift
+    # (warp_shift, wrongly combined: timing only) 0.825; zero only where the pilot's 16 bytes
+    # lie within two of their deviations of zero (a branch) 0.826-0.830, far rows 0.668.
+    **patch_groups("sx", ((), ("spilot", "sagainmem"), ("spilot",)) * 2,
+                   [("layernorm+int8", DType.BF16, 65536), ("layernorm+fp8", DType.BF16, 65536),
+                    ("layernorm+int8", DType.FP16, 65536), ("layernorm+int8", DType.BF16, 32768)]),
+    # Streamed clusters without their exchanges (timing only) and keeping their outputs in
+    # registers (64 registers: ptxas spills 80 bytes in the generic kernel, 4-8 in the whole-row
+    # one). H100, twenty-fourth session, before the zero shift: 0.798-0.802 / 0.844 / 0.824 /
+    # 0.842; again with spilot0 (the zero shift, timing then) 0.862-0.879 / 0.841 with snoexch.
+    # At 32768 (one block) skeep ran 0.849-0.858 against 0.894-0.914.
+    **patch_groups("sx2", ((), ("snoexch",), ("skeep",), ("skeep", "snoexch")),
+                   [("layernorm+int8", DType.BF16, 65536)]),
     **patch_groups("sbis", ((), ("sk0",), ("snoagain",), ("sinvn",), ("srsqrt",), ()),
                    [("layernorm+int8", DType.BF16, 32768)]),
     **patch_groups("sfar", ((), ("snofar",)) * 2, [("layernorm+int8", DType.BF16, 32768)]),
@@ -1198,11 +1222,24 @@ PATCHES = {  # name: [(old, new), ...]
     # (timing only) no far-row pass (share_stats' second sums); 1 / n as 32768's constant
     "snoagain": [("    if (again) {\n      // rounded once", "    if (false) {\n      // rounded once")],
     # (timing only) streamed rows that keep their shift not finished (their passes not built)
-    "snofar": [("      finish_row<K, P, V, false, false, false, T, R, C, (P % 2 ? 1 : 2)>(p, st, far_load,",
-                "      if (false) finish_row<K, P, V, false, false, false, T, R, C, (P % 2 ? 1 : 2)>(p, st, far_load,")],
+    "snofar": [("      finish_row<K, P, V, false, false, false, T, R, C, (P % 2 ? 1 : 2)>(p, st, held,",
+                "      if (false) finish_row<K, P, V, false, false, false, T, R, C, (P % 2 ? 1 : 2)>(p, st, held,")],
     "sinvn": [("  const float inv_n = 1.f / static_cast<float>(n);", "  const float inv_n = 1.f / 32768.f;")],
     # rstd by the IEEE intrinsics (the same bits as 1 / sqrtf: both round once each)
     "srn": [("  const float rstd = 1.f / sqrtf(var + eps);", "  const float rstd = __frcp_rn(__fsqrt_rn(var + eps));")],
+    # (timing only, wrong results) streamed clusters' blocks exchange nothing: each pushes no
+    # totals, waits for none and takes its own twice
+    "snoexch": [("          if (r != me) push_cluster(&sh.recv[phase][me][k], &sh.barrier, r, v[k]);", "          ;"),
+                ("    wait_cluster(&sh.barrier, phase);\n", ""),
+                ('      asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;"\n'
+                 '                   ::"r"(shared_address(&sh.barrier)), "r"((C - 1) * K * 4) : "memory");\n', ""),
+                ("      float t = me == 0 ? v[k] : sh.recv[phase][0][k];", "      float t = v[k];"),
+                ("r == me ? v[k] : sh.recv[phase][r][k]);", "v[k]);")],
+    # streamed clusters shifted by the pilot again (before the twenty-fourth session), and
+    # streamed rows' far rows summed again from global memory instead of their registers
+    "spilot": [("    } else if constexpr (kLN && !kStream) {\n      if (live) k = Pilot",
+                "    } else if constexpr (kLN) {\n      if (live) k = Pilot")],
+    "sagainmem": [("      if constexpr (kStream) {\n        held(i, d);", "      if constexpr (false) {\n        held(i, d);")],
     # (timing only) register rows over a cluster without the pilot's shift (0 instead)
     "spilot0": [("      if (live) k = Pilot<K, V>::shift(p, row_x(row), row_r(row), n);", "      k = 0.f;")],
     # staged rows' x loaded past L1 (as LayerNorm + quant's), leaving L1 to the columns
@@ -1402,7 +1439,7 @@ def patched(files: dict, names) -> dict:
                 files[f] = re.sub(pattern, repl, files[f])
 
     for name in names:
-        if SHARED.match(name) or CARVEOUT.match(name) or name == NOKEEP or KEEP.match(name) or KEPT_STEP.match(name):
+        if SHARED.match(name) or CARVEOUT.match(name) or name in (NOKEEP, SKEEP) or KEEP.match(name) or KEPT_STEP.match(name):
             continue  # applied at launch, or to the tile (time_candidate)
         if m := COLUMN_REGISTERS.match(name):
             early = f"({m[1]} < kOutputStep ? {m[1]} : kOutputStep)"  # at most a step
@@ -1454,6 +1491,8 @@ def candidate(op, x, n, cand):
         tiles.KEEP_STAGE_BYTES = int(m[1]) * 1024
     for m in filter(None, map(KEPT_STEP.match, patch)):
         tiles.kept_output_step = lambda tile, light, k=int(m[1]): k
+    if SKEEP in patch:
+        tiles.keeps_outputs = lambda t: KEEPS_OUTPUTS(t) or bool(t.stream_bytes and t.repeat * t.vec <= 32)
     try:
         spec = replace(call_spec(op, x), pipeline=Pipeline.ONE_PASS, bucket=n, vec=x.vmax)
         yield spec, patched(codegen.outputs([spec]), patch)
@@ -1467,6 +1506,7 @@ def candidate(op, x, n, cand):
         tiles.ONE_PASS_MAX_N[x], tiles.BUCKETS = saved[2], saved[3]
         tiles.KEEP_STAGE_BYTES = KEEP_STAGE_BYTES
         tiles.kept_output_step = KEPT_OUTPUT_STEP
+        tiles.keeps_outputs = KEEPS_OUTPUTS
 
 
 def describe(op, x, n, cand, spec) -> str:
