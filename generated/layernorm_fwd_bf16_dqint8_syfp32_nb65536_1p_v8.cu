@@ -24,8 +24,8 @@ struct Traits {
   static constexpr bool kStaged = false;
   static constexpr bool kStreamed = true;
   static constexpr bool kLean = false;
-  static constexpr bool kPackColumns = false;
-  static constexpr bool kKeepOutputs = false;
+  static constexpr bool kPackColumns = true;
+  static constexpr bool kKeepOutputs = true;
   static constexpr normgen::Cache kRowCache = normgen::Cache::NORMAL;
   static constexpr int kOutputStep = 4;
   static constexpr int kColumnPrefetch = 0;

@@ -706,9 +706,15 @@ template <class K> struct Stream {
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
   }
   // The piece this thread issues (-1: none).
+  // kFresh: threadIdx.x read afresh at each call (volatile), for rows that keep their outputs:
+  // held across the row, the piece took a register ptxas then spilled (4 bytes); elsewhere
+  // the fresh reads cost 0.02-0.03 of copy (H100).
+  template <bool kFresh = false>
   __device__ static int piece() {
     constexpr int kEvery = K::kThreadsPerRow / kPieces;
-    return threadIdx.x % kEvery == 0 ? static_cast<int>(threadIdx.x) / kEvery : -1;
+    unsigned t = threadIdx.x;
+    if constexpr (kFresh) asm volatile("mov.u32 %0, %%tid.x;" : "=r"(t));
+    return t % kEvery == 0 ? static_cast<int>(t) / kEvery : -1;
   }
   // Piece q of the row of n elements at xr (its bytes q * kPieceBytes on, up to the row's
   // 2n: none, or fewer, for shorter rows; 16-byte multiples, as rows are of whole 16-byte
@@ -1339,7 +1345,10 @@ __device__ __forceinline__ void one_pass(const Params& p) {
   // LayerNorm shifts: per warp (warp_shift) in a block's rows, the row's first columns
   // (Pilot) over a cluster
   constexpr bool kWarpShifted = kLN && C == 1 && T > 32;
-  constexpr bool kKeep = K::kKeepOutputs;
+  // streamed rows keep their outputs in the whole-row kernel only (the other's column
+  // checks spilled), which then does not fold its shift
+  constexpr bool kKeep = K::kKeepOutputs && (kFull || !kStream);
+  constexpr bool kFold = K::kFoldShift && !kKeep;
   constexpr int S = scratch_sets<K>();
   constexpr int kPush = kStream && C > 1 ? C : 0;  // streamed rows over a cluster push their totals
   __shared__ ReduceScratch<T, R, 1, kPush> sh_max[S];
@@ -1401,7 +1410,7 @@ __device__ __forceinline__ void one_pass(const Params& p) {
     }
     __syncthreads();
     if constexpr (C > 1) cluster_sync();  // every block's mbarriers ready before any push
-    if (Stream<K>::piece() >= 0 && base < p.rows) Stream<K>::fetch(row_x(base), n, Stream<K>::piece());
+    if (const int q = Stream<K>::template piece<kKeep>(); q >= 0 && base < p.rows) Stream<K>::fetch(row_x(base), n, q);
   } else if (base < p.rows) {
     load_row(in, base);
   }
@@ -1417,7 +1426,7 @@ __device__ __forceinline__ void one_pass(const Params& p) {
       for (int i = 0; i < P; ++i)
         load_in<K, P, V>(in, i, Stream<K>::stage(), nullptr, Stream<K>::local(cols(i)), cols.inside(i));
       __syncthreads();
-      if (Stream<K>::piece() >= 0 && more) Stream<K>::fetch(row_x(base + stride), n, Stream<K>::piece());
+      if (const int q = Stream<K>::template piece<kKeep>(); q >= 0 && more) Stream<K>::fetch(row_x(base + stride), n, q);
     }
     RowIn<K, P, V> next;
     if constexpr (kHold && K::kPackColumns) c.keep_packed();
@@ -1496,11 +1505,11 @@ __device__ __forceinline__ void one_pass(const Params& p) {
       st.c += st.shift - k;
       st.shift = k;
     }
-    bool fold = false;  // as in one_pass_staged (K::kFoldShift: streamed rows)
+    bool fold = false;  // as in one_pass_staged (kFold: streamed rows)
     Stats st_folded = st;
-    if constexpr (K::kFoldShift) st_folded = folded(st, fold);
+    if constexpr (kFold) st_folded = folded(st, fold);
     if (fold) {
-      if constexpr (K::kFoldShift)
+      if constexpr (kFold)
         finish_row<K, P, V, kHold, kKeep, true, T, R, C, P>(p, st_folded, load, cols, c, sh_max[ph], kept, qmul, row,
                                                             live, lane == 0);
     } else if constexpr (kStream && !kKeep) {
@@ -1767,7 +1776,7 @@ __device__ __forceinline__ void norm_fwd(const Params& p) {
   static_assert(K::kColumnRegisters <= K::kOutputStep && (K::kColumnRegisters == 0 || K::kStaged),
                 "staged rows load some of their first output step's columns early");
   static_assert(!K::kFoldShift || (K::kPipeline == Pipeline::ONE_PASS && (K::kStaged || K::kStreamed) &&
-                                   K::kNorm == Norm::LAYERNORM && !K::kKeepOutputs),
+                                   K::kNorm == Norm::LAYERNORM && (K::kStreamed || !K::kKeepOutputs)),
                 "staged or streamed LayerNorm rows fold their shift into the output passes' chain");
   static_assert(!K::kLean || (K::kPipeline == Pipeline::ONE_PASS && !K::kStaged),
                 "only register-held one-pass rows are built lean");

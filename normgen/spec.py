@@ -116,7 +116,7 @@ class KernelSpec:
         maximum for the stores, in registers or shared memory, where the tile has room (see
         tiles). RMSNorm's maximum comes with its statistics (merged_max in the template):
         nothing to keep."""
-        return self.op.quant_ln and self.pipeline == Pipeline.ONE_PASS and tiles.keeps_outputs(self.tile)
+        return self.op.quant_ln and self.pipeline == Pipeline.ONE_PASS and tiles.keeps_outputs(self.tile, self.x)
 
     @property
     def output_step(self) -> int:
@@ -222,7 +222,7 @@ class KernelSpec:
         t = self.tile
         one_block = t.cluster == 1 or t.stream_bytes  # (streamed clusters: a block's pass as one block's)
         return bool(self.op.quant_ln and self.pipeline == Pipeline.ONE_PASS and t.shared_bytes and one_block
-                    and not self.keep_outputs and self.light_columns)
+                    and (not self.keep_outputs or t.stream_bytes) and self.light_columns)
 
     @property
     def column_ahead(self) -> int:

@@ -141,6 +141,12 @@ QUANT_LN_TILES: dict[int, dict[int, tuple]] = {
 # second sums and exchange). Without any exchange (a timing patch) the rows ran 0.84: the
 # pushed exchanges cost little beside the shift's instructions.
 STREAMED = "streamed"
+# Streamed rows over clusters of these types keep their outputs in registers between the
+# maximum and the stores (keeps_outputs), in their whole-row kernel (the template's
+# one_pass): bf16 int8 65536 0.878-0.886 -> 0.918-0.921 (tune_tiles.py "sx2" groups,
+# twenty-fourth session). Not fp16 (its conversions' registers: ptxas spilled 72 bytes), nor
+# at 32768 in one block (0.849-0.858 against 0.894-0.914, before the zero shift).
+STREAMED_KEEP = frozenset({DType.BF16})
 STREAMED_TILES: dict[DType, dict[int, tuple]] = {
     DType.BF16: {32768: (1024, 1, 1, STREAMED, 64), 65536: (1024, 1, 2, STREAMED, 64)},
     DType.FP16: {65536: (1024, 1, 2, STREAMED, 64)},
@@ -286,7 +292,7 @@ def has_one_pass(x: DType, bucket: int, vec: int) -> bool:
 KEEP_STAGE_BYTES = 64 * 1024
 
 
-def keeps_outputs(tile: Tile) -> bool:
+def keeps_outputs(tile: Tile, x: DType | None = None) -> bool:
     """Whether a one-pass row can keep its float outputs between a dynamic quant's absolute
     maximum and the stores, instead of computing them twice: in registers (at most 32 per
     thread, in blocks built for 128 registers), or, staged, in shared memory as floats (at
@@ -294,11 +300,14 @@ def keeps_outputs(tile: Tile) -> bool:
     waves): LayerNorm + int8 at 8192 (256 threads) 0.56 without, 0.59 with (before packed
     columns); at 16384 (512 threads, with packed columns) + int8 0.63 -> 0.65, + fp8 0.66 ->
     0.71-0.72. Staged over a cluster of two at 32768 no faster (0.74 -> 0.73: 3 blocks per SM
-    instead of 4); the float rows are what QUANT_LN_TILES' one-block rows are built on."""
+    instead of 4); the float rows are what QUANT_LN_TILES' one-block rows are built on.
+    Streamed rows (in registers, 32 floats a thread at 64 registers) where they span a
+    cluster and x is of STREAMED_KEEP's types."""
     if tile.stage_bytes:
         return float_stage_bytes(tile) <= KEEP_STAGE_BYTES
-    # (streamed rows are built for 64 registers, which their row and stage reads take)
-    return tile.repeat * tile.vec <= 32 and tile.block_threads <= 512 and not tile.stream_bytes
+    if tile.stream_bytes:
+        return tile.cluster > 1 and x in STREAMED_KEEP
+    return tile.repeat * tile.vec <= 32 and tile.block_threads <= 512
 
 
 def kept_output_step(tile: Tile, light: bool) -> int:

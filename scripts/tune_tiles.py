@@ -138,7 +138,7 @@ KEEP = re.compile(r"keep(\d+)$")  # ... kept as floats up to this many KB a bloc
 COLUMN_REGISTERS = re.compile(r"colreg(\d+)$")  # staged rows load K vectors' columns early (spec.column_registers)
 COLUMN_AHEAD = re.compile(r"colahead(\d+)$")  # output passes load columns K vectors ahead (spec.column_ahead)
 NOFOLD = "nofold"  # the shift not folded into the output passes (spec.fold_shift), no columns ahead
-SKEEP = "skeep"  # streamed rows keep their outputs in registers too (tiles.keeps_outputs)
+SNOKEEP = "snokeep"  # streamed rows do not keep their outputs in registers (tiles.keeps_outputs)
 KEPT_STEP = re.compile(r"keepu(\d+)$")  # ... whose output passes take this many vectors at a time (tiles.kept_output_step)
 
 
@@ -1083,13 +1083,15 @@ CANDIDATES = {  # name: (bench op, dtype, N, candidates)
     **patch_groups("sx", ((), ("spilot", "sagainmem"), ("spilot",)) * 2,
                    [("layernorm+int8", DType.BF16, 65536), ("layernorm+fp8", DType.BF16, 65536),
                     ("layernorm+int8", DType.FP16, 65536), ("layernorm+int8", DType.BF16, 32768)]),
-    # Streamed clusters without their exchanges (timing only) and keeping their outputs in
-    # registers (64 registers: ptxas spills 80 bytes in the generic kernel, 4-8 in the whole-row
-    # one). H100, twenty-fourth session, before the zero shift: 0.798-0.802 / 0.844 / 0.824 /
-    # 0.842; again with spilot0 (the zero shift, timing then) 0.862-0.879 / 0.841 with snoexch.
-    # At 32768 (one block) skeep ran 0.849-0.858 against 0.894-0.914.
-    **patch_groups("sx2", ((), ("snoexch",), ("skeep",), ("skeep", "snoexch")),
-                   [("layernorm+int8", DType.BF16, 65536)]),
+    # Streamed clusters keeping their outputs in registers (committed: tiles.STREAMED_KEEP)
+    # against not (snokeep), and without their exchanges (timing only). H100, twenty-fourth
+    # session, kept outputs then a patch (ptxas spilled 4-8 bytes in the whole-row kernel, 144
+    # in the other, until that one folded instead and the fetch's piece was read afresh):
+    # before the zero shift, not kept / no exchange / kept / kept without exchange
+    # 0.798-0.802 / 0.844 / 0.824 / 0.842; after it 0.885-0.886 / 0.849 / 0.918-0.921 / 0.849-0.857.
+    # Kept at 32768 (one block) 0.849-0.858 against 0.894-0.914.
+    **patch_groups("sx2", ((), ("snokeep",), ("snoexch",), ("snokeep", "snoexch"), ()),
+                   [("layernorm+int8", DType.BF16, 65536), ("layernorm+fp8", DType.BF16, 65536)]),
     **patch_groups("sbis", ((), ("sk0",), ("snoagain",), ("sinvn",), ("srsqrt",), ()),
                    [("layernorm+int8", DType.BF16, 32768)]),
     **patch_groups("sfar", ((), ("snofar",)) * 2, [("layernorm+int8", DType.BF16, 32768)]),
@@ -1208,8 +1210,8 @@ PATCHES = {  # name: [(old, new), ...]
     "sphases": [("    if constexpr (kStream) {  // this row from the stage, then the next one into it\n",
                  "    if constexpr (kStream) {  // this row from the stage, then the next one into it\n"
                  "      phase_stamp<C>(row, 0, global_timer());\n      phase_stamp<C>(row, 2, clock64());\n"),
-                ("Stream<K>::fetch(row_x(base + stride), n, Stream<K>::piece());\n",
-                 "Stream<K>::fetch(row_x(base + stride), n, Stream<K>::piece());\n"
+                ("Stream<K>::fetch(row_x(base + stride), n, q);\n",
+                 "Stream<K>::fetch(row_x(base + stride), n, q);\n"
                  "      phase_stamp<C>(row, 3, clock64());\n      phase_stamp<C>(row, 7, clock64(), blockDim.x - 32);\n"),
                 ("    bool fold = false;  // as in one_pass_staged", "    phase_stamp<C>(row, 4, clock64());\n"
                  "    bool fold = false;  // as in one_pass_staged"),
@@ -1439,7 +1441,7 @@ def patched(files: dict, names) -> dict:
                 files[f] = re.sub(pattern, repl, files[f])
 
     for name in names:
-        if SHARED.match(name) or CARVEOUT.match(name) or name in (NOKEEP, SKEEP) or KEEP.match(name) or KEPT_STEP.match(name):
+        if SHARED.match(name) or CARVEOUT.match(name) or name in (NOKEEP, SNOKEEP) or KEEP.match(name) or KEPT_STEP.match(name):
             continue  # applied at launch, or to the tile (time_candidate)
         if m := COLUMN_REGISTERS.match(name):
             early = f"({m[1]} < kOutputStep ? {m[1]} : kOutputStep)"  # at most a step
@@ -1491,8 +1493,8 @@ def candidate(op, x, n, cand):
         tiles.KEEP_STAGE_BYTES = int(m[1]) * 1024
     for m in filter(None, map(KEPT_STEP.match, patch)):
         tiles.kept_output_step = lambda tile, light, k=int(m[1]): k
-    if SKEEP in patch:
-        tiles.keeps_outputs = lambda t: KEEPS_OUTPUTS(t) or bool(t.stream_bytes and t.repeat * t.vec <= 32)
+    if SNOKEEP in patch:
+        tiles.keeps_outputs = lambda t, x=None: KEEPS_OUTPUTS(t, x) and not t.stream_bytes
     try:
         spec = replace(call_spec(op, x), pipeline=Pipeline.ONE_PASS, bucket=n, vec=x.vmax)
         yield spec, patched(codegen.outputs([spec]), patch)

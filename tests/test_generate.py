@@ -200,13 +200,13 @@ def test_tuning_patches_apply_to_the_rendered_header():
              tune.COLUMN_REGISTERS, tune.COLUMN_AHEAD)  # at build or launch, or to the instances, not to the header
     for _, _, _, cands in tune.CANDIDATES.values():
         for _, _, _, _, _, *patches in cands:
-            assert all(p in tune.PATCHES or p in (tune.NOKEEP, tune.NOFOLD, tune.SKEEP) or any(r.match(p) for r in known)
+            assert all(p in tune.PATCHES or p in (tune.NOKEEP, tune.NOFOLD, tune.SNOKEEP) or any(r.match(p) for r in known)
                        for p in patches), patches
     streamed = tune.committed("layernorm+int8", DType.BF16, 65536)
-    with tune.candidate("layernorm+int8", DType.BF16, 65536, streamed + (tune.SKEEP,)) as (spec, _):
-        assert spec.keep_outputs  # skeep: streamed rows keep their outputs
+    with tune.candidate("layernorm+int8", DType.BF16, 65536, streamed + (tune.SNOKEEP,)) as (spec, _):
+        assert not spec.keep_outputs  # snokeep: streamed rows do not keep their outputs
     with tune.candidate("layernorm+int8", DType.BF16, 65536, streamed) as (spec, _):
-        assert not spec.keep_outputs
+        assert spec.keep_outputs
 
 
 def test_tuning_candidates_of_the_committed_tiles_are_the_committed_kernels():

@@ -134,7 +134,8 @@ def test_which_instances_keep_columns_packed(name, packed):
     ("layernorm_fwd_bf16_dqint8_syfp32_nb131072_1p_v8", True),  # staged over a cluster
     ("layernorm_fwd_bf16_smfp32_dqint8_syfp32_nb32768_1p_v8", False),  # 128 KB of floats per block
     ("layernorm_fwd_bf16_dqint8_syfp32_nb32768_1p_v8", False),  # streamed: 1024 threads a row
-    ("layernorm_fwd_bf16_dqint8_syfp32_nb65536_1p_v8", False),  # streamed: 64 registers
+    ("layernorm_fwd_bf16_dqint8_syfp32_nb65536_1p_v8", True),  # streamed over a cluster (STREAMED_KEEP)
+    ("layernorm_fwd_fp16_dqint8_syfp32_nb65536_1p_v8", False),  # ... not fp16: its conversions spilled
     ("layernorm_fwd_bf16_sqint8_nb8192_1p_v8", False),  # static quant: no maximum
     ("rmsnorm_fwd_bf16_dqfp8_syfp32_nb8192_1p_v8", False),  # the maximum comes with the statistics
     ("layernorm_fwd_bf16_dqint8_syfp32_2p_v8", False),
@@ -247,7 +248,9 @@ def test_which_rows_are_streamed(name, cluster):
         share = spec.bucket // cluster * 2
         assert (t.stage_bytes, t.stream_bytes, t.block_threads, t.cluster) == (0, 3 * share + 16, 1024, cluster)
         assert t.shared_bytes == t.stream_bytes and spec.min_blocks_per_sm == 1
-        assert t.waves == 1 and t.resident == (cluster > 1) and spec.fold_shift and not spec.keep_outputs
+        assert t.waves == 1 and t.resident == (cluster > 1) and spec.fold_shift
+        # bf16 clusters keep their outputs (in the whole-row kernel; the other folds its shift)
+        assert spec.keep_outputs is (cluster > 1 and spec.x == DType.BF16)
 
 
 @pytest.mark.parametrize("name, cache", [
