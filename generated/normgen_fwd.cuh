@@ -969,8 +969,9 @@ __device__ __forceinline__ void centred_sums(float shift, const Load& load, cons
 // only. The decision is the same in all of a row's threads (they hold the same reduced
 // bits); rows that share a warp's shuffles or a block's barriers take the second
 // reduction together, each keeping its own result. That pass is a loop over `again(i, d)`
-// (the row from shared memory, or from global memory again where registers hold it):
-// unrolled over the registers, it cost the common path spills of 4-16 bytes.
+// (the row from shared memory, or from global memory again where registers hold it, but
+// streamed rows' from their registers by run-time index): unrolled over the registers, it
+// cost the common path spills of 4-16 bytes.
 template <class K, int P, int V, int T, int R, int C, bool kWarpShifted = false, class Again, class Cols,
           int kPush = 0>
 __device__ __forceinline__ Stats share_stats(const Params& p, float k, float s1, float s2, float m, const Again& again_load,
@@ -1343,7 +1344,7 @@ __device__ __forceinline__ void one_pass(const Params& p) {
   constexpr bool kHold = !kStream && !K::kLean && V > 1 && Columns<K, P, V>::kWords <= 32;
   constexpr bool kPrefetchRow = !kStream && !K::kLean && V > 1 && (kAdd ? 2 : 1) * Packed<X, P, V>::kWords <= 16;
   // LayerNorm shifts: per warp (warp_shift) in a block's rows, the row's first columns
-  // (Pilot) over a cluster
+  // (Pilot) over a staged cluster, zero over a streamed one (see below)
   constexpr bool kWarpShifted = kLN && C == 1 && T > 32;
   // streamed rows keep their outputs in the whole-row kernel only (the other's column
   // checks spilled), which then does not fold its shift
