@@ -296,36 +296,43 @@ __device__ __forceinline__ void cluster_sync() {
   }
   asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory");
 }
-// A float in the shared memory of block `rank` of this cluster, at the address `p` has here.
-__device__ __forceinline__ float load_cluster(const float* p, unsigned rank) {
-  unsigned local = static_cast<unsigned>(__cvta_generic_to_shared(p)), remote;
-  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(local), "r"(rank));
-  float v;
-  asm volatile("ld.shared::cluster.f32 %0, [%1];" : "=f"(v) : "r"(remote) : "memory");
-  return v;
-}
-
 // The shared-memory address of a generic pointer into this block's shared memory.
 __device__ __forceinline__ unsigned shared_address(const void* p) {
   return static_cast<unsigned>(__cvta_generic_to_shared(p));
+}
+// The address in the shared memory of block `rank` of this cluster of what `p` points to here.
+__device__ __forceinline__ unsigned cluster_address(const void* p, unsigned rank) {
+  unsigned at;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(at) : "r"(shared_address(p)), "r"(rank));
+  return at;
+}
+// A float in the shared memory of block `rank` of this cluster, at the address `p` has here.
+__device__ __forceinline__ float load_cluster(const float* p, unsigned rank) {
+  float v;
+  asm volatile("ld.shared::cluster.f32 %0, [%1];" : "=f"(v) : "r"(cluster_address(p, rank)) : "memory");
+  return v;
 }
 // v into the shared memory of block `rank` of this cluster, at the address `slot` has here,
 // completing there on the mbarrier at the address `barrier` has here.
 __device__ __forceinline__ void push_cluster(const float* slot, const unsigned long long* barrier, unsigned rank,
                                              float v) {
-  unsigned at, bar;
-  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(at) : "r"(shared_address(slot)), "r"(rank));
-  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(bar) : "r"(shared_address(barrier)), "r"(rank));
+  const unsigned at = cluster_address(slot, rank), bar = cluster_address(barrier, rank);
   asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.b32 [%0], %1, [%2];"
                ::"r"(at), "r"(__float_as_uint(v)), "r"(bar) : "memory");
 }
-// Waits for the phase of the given parity of this block's mbarrier at `barrier`, and sees
-// what other blocks wrote with it.
-__device__ __forceinline__ void wait_cluster(const unsigned long long* barrier, unsigned parity) {
+// Waits for the phase of the given parity of this block's mbarrier at shared address
+// `barrier`; kCluster: and sees what other blocks of the cluster wrote with it.
+template <bool kCluster = false>
+__device__ __forceinline__ void wait_parity(unsigned barrier, unsigned parity) {
   unsigned done;
   do {
-    asm volatile("{ .reg .pred p; mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], %2; "
-                 "selp.u32 %0, 1, 0, p; }" : "=r"(done) : "r"(shared_address(barrier)), "r"(parity) : "memory");
+    if constexpr (kCluster) {
+      asm volatile("{ .reg .pred p; mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], %2; "
+                   "selp.u32 %0, 1, 0, p; }" : "=r"(done) : "r"(barrier), "r"(parity) : "memory");
+    } else {
+      asm volatile("{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }"
+                   : "=r"(done) : "r"(barrier), "r"(parity) : "memory");
+    }
   } while (!done);
 }
 
@@ -447,7 +454,7 @@ __device__ __forceinline__ void row_reduce(float (&v)[K], ReduceScratch<T, R, K,
           if (r != me) push_cluster(&sh.recv[phase][me][k], &sh.barrier, r, v[k]);
       }
     }
-    wait_cluster(&sh.barrier, phase);
+    wait_parity<true>(shared_address(&sh.barrier), phase);
 #pragma unroll
     for (int k = 0; k < K; ++k) {  // in rank order: every block the same bits
       float t = me == 0 ? v[k] : sh.recv[phase][0][k];
@@ -700,7 +707,7 @@ template <class K> struct Stream {
   __device__ static X* stage() { return reinterpret_cast<X*>(base()); }
   __device__ static W* gamma() { return reinterpret_cast<W*>(base() + kShare * sizeof(X)); }
   __device__ static W* beta() { return gamma() + kShare; }
-  __device__ static unsigned barrier() { return static_cast<unsigned>(__cvta_generic_to_shared(beta() + kShare)); }
+  __device__ static unsigned barrier() { return shared_address(beta() + kShare); }
   __device__ static void init() {  // thread 0; a block barrier before any wait
     asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(barrier()), "r"(kPieces));
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
@@ -727,17 +734,11 @@ template <class K> struct Stream {
     asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(barrier()), "r"(bytes) : "memory");
     if (bytes > 0)
       asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
-                   ::"r"(static_cast<unsigned>(__cvta_generic_to_shared(stage())) + off),
+                   ::"r"(shared_address(stage()) + off),
                      "l"(reinterpret_cast<const char*>(xr) + from), "r"(bytes), "r"(barrier()) : "memory");
   }
   // Waits for the fetch of the given parity (0, 1, 0, ...: one per row) to land.
-  __device__ static void wait(unsigned parity) {
-    unsigned done;
-    do {
-      asm volatile("{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }"
-                   : "=r"(done) : "r"(barrier()), "r"(parity) : "memory");
-    } while (!done);
-  }
+  __device__ static void wait(unsigned parity) { wait_parity(barrier(), parity); }
 };
 
 // ---- per-column vectors: gamma, beta, x-bias, smooth scale ---------------------------------

@@ -115,7 +115,9 @@ class KernelSpec:
         """LayerNorm's dynamic quant keeps the outputs it computes for the row's absolute
         maximum for the stores, in registers or shared memory, where the tile has room (see
         tiles). RMSNorm's maximum comes with its statistics (merged_max in the template):
-        nothing to keep."""
+        nothing to keep. Streamed rows keep theirs in the whole-row kernel only; the file's
+        other kernel folds its shift instead (fold_shift holds for both: the template's
+        one_pass picks per kernel)."""
         return self.op.quant_ln and self.pipeline == Pipeline.ONE_PASS and tiles.keeps_outputs(self.tile, self.x)
 
     @property

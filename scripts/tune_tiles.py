@@ -1232,7 +1232,7 @@ PATCHES = {  # name: [(old, new), ...]
     # (timing only, wrong results) streamed clusters' blocks exchange nothing: each pushes no
     # totals, waits for none and takes its own twice
     "snoexch": [("          if (r != me) push_cluster(&sh.recv[phase][me][k], &sh.barrier, r, v[k]);", "          ;"),
-                ("    wait_cluster(&sh.barrier, phase);\n", ""),
+                ("    wait_parity<true>(shared_address(&sh.barrier), phase);\n", ""),
                 ('      asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;"\n'
                  '                   ::"r"(shared_address(&sh.barrier)), "r"((C - 1) * K * 4) : "memory");\n', ""),
                 ("      float t = me == 0 ? v[k] : sh.recv[phase][0][k];", "      float t = v[k];"),
@@ -1242,7 +1242,8 @@ PATCHES = {  # name: [(old, new), ...]
     "spilot": [("    } else if constexpr (kLN && !kStream) {\n      if (live) k = Pilot",
                 "    } else if constexpr (kLN) {\n      if (live) k = Pilot")],
     "sagainmem": [("      if constexpr (kStream) {\n        held(i, d);", "      if constexpr (false) {\n        held(i, d);")],
-    # (timing only) register rows over a cluster without the pilot's shift (0 instead)
+    # (timing only) rows over a cluster without the pilot's shift (0 instead; streamed
+    # clusters take 0 since the twenty-fourth session, so only staged ones change)
     "spilot0": [("      if (live) k = Pilot<K, V>::shift(p, row_x(row), row_r(row), n);", "      k = 0.f;")],
     # staged rows' x loaded past L1 (as LayerNorm + quant's), leaving L1 to the columns
     "xl2": [("load_in<K, kBatch, V, K::kRowCache>", "load_in<K, kBatch, V, Cache::PAST_L1>")],
