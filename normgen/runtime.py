@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import ctypes
 import functools
-import os
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -12,12 +11,8 @@ from pathlib import Path
 import cupy
 from cupy.cuda import driver, runtime
 
-from . import compile as nvrtc_compile
-from . import params
-from .codegen import HEADER
+from . import cache, params
 from .spec import KernelSpec
-
-CACHE_DIR = Path(os.environ.get("NORMGEN_CACHE_DIR", Path.home() / ".cache" / "normgen"))
 
 _CU_LAUNCH_PARAM_BUFFER_POINTER = 1
 _CU_LAUNCH_PARAM_BUFFER_SIZE = 2
@@ -50,7 +45,7 @@ class Kernel:
     """One instance loaded on one device."""
 
     spec: KernelSpec
-    module: cupy.RawModule  # keeps the module loaded
+    module: cupy.cuda.function.Module  # keeps the module loaded
     symbol: str  # the kernel's name in the module (spec.symbol, or spec.full_symbol)
     func: int  # CUfunction
     block: int
@@ -75,17 +70,10 @@ class Kernel:
 
 
 def cubin_path(spec: KernelSpec, source_dir: Path, arch: str) -> Path:
-    """Compile the generated file for `arch` unless the cache already holds that cubin."""
-    source = (source_dir / spec.file_name).read_text()
-    header = (source_dir / HEADER).read_text()
-    path = CACHE_DIR / arch / f"{spec.name}-{nvrtc_compile.cache_key(source, header, arch)}.cubin"
-    if not path.exists():
-        compiled = nvrtc_compile.compile_file(source_dir / spec.file_name, arch)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_bytes(compiled.cubin)
-        os.replace(tmp, path)  # atomic: concurrent builders never see half a file
-    return path
+    """The cache file of the instance's cubin for `arch` (cache.py's format, not a bare
+    cubin: read it with cache.unpack), compiled unless the cache holds one that verifies.
+    OSError where the cache cannot be written."""
+    return cache.ensure(spec, Path(source_dir), arch)
 
 
 def device_arch(device: int) -> str:
@@ -93,24 +81,11 @@ def device_arch(device: int) -> str:
     return f"sm_{props['major']}{props['minor']}"
 
 
-def _build_one(args) -> str:
-    spec, source_dir, arch = args
-    return str(cubin_path(spec, source_dir, arch))
-
-
-def build(specs, source_dir: Path, arch: str, workers: int = 0) -> list[Path]:
-    """Compile (ahead of time) every spec's cubin not in the cache yet, in parallel: the
-    same cubin_path the on-demand path calls, so both fill one cache."""
-    import concurrent.futures
-    import multiprocessing
-
-    jobs = [(s, Path(source_dir), arch) for s in specs]
-    workers = workers or min(len(jobs), os.cpu_count() or 1) or 1
-    if workers == 1:
-        return [Path(_build_one(j)) for j in jobs]
-    ctx = multiprocessing.get_context("spawn")  # NVRTC only; never fork a CUDA process
-    with concurrent.futures.ProcessPoolExecutor(workers, mp_context=ctx) as pool:
-        return [Path(p) for p in pool.map(_build_one, jobs)]
+def build(specs, source_dir, arch, workers: int = 0, progress: bool = False) -> list[Path]:
+    """Compile (ahead of time) every spec's cubin not in the cache yet: cache.build, on
+    threads, filling the cache the on-demand path reads. `arch` may be one or several,
+    source_dir one folder or a mapping spec -> folder."""
+    return cache.build(specs, source_dir, arch, jobs=workers, progress=progress)
 
 
 def resident_clusters(func: int, tile) -> int:
@@ -143,17 +118,21 @@ def load(spec: KernelSpec, source_dir: Path, device: int, n: int) -> Kernel:
 
 
 @functools.cache
-def _module(spec: KernelSpec, source_dir: Path, device: int) -> cupy.RawModule:
-    """The instance's cubin loaded on `device` (once for both of its kernels)."""
+def _module(spec: KernelSpec, source_dir: Path, device: int) -> cupy.cuda.function.Module:
+    """The instance's verified cubin loaded on `device` (once for both of its kernels), from
+    memory (cuModuleLoadData): nothing that fails the cache's check reaches the driver."""
+    image = cache.cubin(spec, source_dir, device_arch(device))
     with cupy.cuda.Device(device):
-        return cupy.RawModule(path=str(cubin_path(spec, source_dir, device_arch(device))))
+        module = cupy.cuda.function.Module()
+        module.load(image)
+        return module
 
 
 def _load(spec: KernelSpec, source_dir: Path, device: int, symbol: str) -> Kernel:
     with cupy.cuda.Device(device):
         props = runtime.getDeviceProperties(device)
         module = _module(spec, source_dir, device)
-        func = module.get_function(symbol).kernel
+        func = module.get_function(symbol)  # cupy.cuda.function.Function: .ptr is the CUfunction
         tile = spec.tile
         if tile.shared_bytes > 48 * 1024:  # beyond the default dynamic shared-memory limit
             driver.funcSetAttribute(func.ptr, _MAX_DYNAMIC_SHARED_SIZE_BYTES, tile.shared_bytes)

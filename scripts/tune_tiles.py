@@ -1612,7 +1612,7 @@ def time_dispatched(op, x, n, cand, ins, ceiling, spec):
     else:  # grid times the blocks the device holds
         kernel.max_groups = held * grid
     dispatch._plans.clear()  # plans keep the grid they were made with
-    regs = kernel.module.get_function(kernel.symbol).num_regs
+    regs = runtime.driver.funcGetAttribute(4, kernel.func)  # CU_FUNC_ATTRIBUTE_NUM_REGS
     ms = bench.time_events(fn)
     if any(map(CARVEOUT.match, patch)):
         runtime.driver.funcSetAttribute(kernel.func, _PREFERRED_SHARED_MEMORY_CARVEOUT, -1)  # the default
