@@ -1,7 +1,7 @@
 """normgen: generated fused LayerNorm/RMSNorm CUDA kernels, compiled on demand."""
 from __future__ import annotations
 
-__all__ = ["layernorm", "rmsnorm", "NormOutput", "MissingInstanceError"]
+__all__ = ["layernorm", "rmsnorm", "NormOutput", "MissingInstanceError", "NormgenWarning", "set_strict"]
 __version__ = "0.1.0"
 
 

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import enum
 import os
+import re
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
@@ -10,12 +12,8 @@ from typing import Iterable
 import jinja2
 
 from . import params
-from .spec import KernelSpec, looks_like_name
-
-TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
-GENERATED = TEMPLATES.parent / "generated"  # generate.py's default output, the dispatcher's default input
-HEADER = "normgen_fwd.cuh"
-REGISTRY = "registry.py"
+from .paths import GENERATED, HEADER, REGISTRY, TEMPLATES  # noqa: F401 (GENERATED: generate.py's default)
+from .spec import KernelSpec, SpecError, looks_like_name, parse_name
 
 _env = jinja2.Environment(
     loader=jinja2.FileSystemLoader(TEMPLATES),
@@ -55,6 +53,26 @@ def outputs(specs: Iterable[KernelSpec]) -> dict[str, str]:
     return files
 
 
+def registered(out_dir: Path) -> list[KernelSpec]:
+    """The instances a generated folder's registry lists (none where it has no registry);
+    names that no longer stand for a valid instance are left out."""
+    path = Path(out_dir) / REGISTRY
+    if not path.is_file():
+        return []
+    specs = []
+    for name in re.findall(r': "([a-z0-9_]+)",$', path.read_text(), re.MULTILINE):
+        try:
+            specs.append(parse_name(name))
+        except SpecError:
+            pass
+    return specs
+
+
+def with_registered(out_dir: Path, specs: Iterable[KernelSpec]) -> list[KernelSpec]:
+    """`specs` and the instances out_dir already registers: what adding to out_dir writes."""
+    return sorted({*registered(out_dir), *specs}, key=lambda s: s.name)
+
+
 def _stale(out_dir: Path, files: dict[str, str]) -> list[Path]:
     """Instance files in out_dir from an earlier selection: they would contradict the registry."""
     stale = []
@@ -71,7 +89,10 @@ class Report:
     removed: list[str]
 
 
-def write(out_dir: Path, files: dict[str, str]) -> Report:
+def write(out_dir: Path, files: dict[str, str], remove_stale: bool = True) -> Report:
+    """Write the files that differ (each atomically: a unique temp file, then a rename), and,
+    with remove_stale, remove instance files of earlier selections."""
+    out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     report = Report([], [], [])
     for name in sorted(files):
@@ -79,11 +100,16 @@ def write(out_dir: Path, files: dict[str, str]) -> Report:
         if path.exists() and path.read_text() == files[name]:
             report.unchanged.append(name)
             continue
-        tmp = path.with_suffix(path.suffix + ".tmp")
-        tmp.write_text(files[name])
-        os.replace(tmp, path)
+        fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=out_dir)
+        try:
+            with os.fdopen(fd, "w") as f:
+                f.write(files[name])
+            os.replace(tmp, path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
         report.written.append(name)
-    for path in _stale(out_dir, files):
+    for path in _stale(out_dir, files) if remove_stale else ():
         path.unlink()
         report.removed.append(path.name)
     return report

@@ -7,22 +7,25 @@ from __future__ import annotations
 import importlib.util
 import math
 import os
+import sys
 from pathlib import Path
 from dataclasses import dataclass, replace
 from typing import Callable, Optional
 
-from . import arrays, codegen, runtime, tiles
+from . import arrays, devices, ondemand, paths, runtime, tiles
+from .ondemand import NormgenWarning, set_strict  # noqa: F401 (public)
 from .spec import KernelSpec, invalid_reason
 from .types import FLOAT_INPUTS, QUANT_NAMES, DType, FusedAdd, Norm, NormOutput, Pipeline, Quant
 
-GENERATED_DIR = Path(os.environ.get("NORMGEN_GENERATED_DIR", codegen.GENERATED))
+GENERATED_DIR = paths.dispatched()
 
-_registry: Optional[dict] = None  # KernelSpec.key -> instance name
+_registry: Optional[dict] = None  # KernelSpec.key -> instance name, of GENERATED_DIR
 _kernels: dict = {}  # call key -> runtime.Kernel
 
 
 class MissingInstanceError(LookupError):
-    """The registry has no instance for a call; the message names the command that makes it."""
+    """Strict mode: no shipped instance serves a call; the message names the command that
+    adds one."""
 
 
 def use_generated(path, registry: Optional[dict] = None) -> None:
@@ -38,66 +41,79 @@ def use_generated(path, registry: Optional[dict] = None) -> None:
 def registry() -> dict:
     global _registry
     if _registry is None:
-        path = GENERATED_DIR / "registry.py"
+        path = GENERATED_DIR / paths.REGISTRY
         if not path.exists():
-            raise MissingInstanceError(f"{path} does not exist: run python generate.py")
-        mod_spec = importlib.util.spec_from_file_location("normgen_generated_registry", path)
-        module = importlib.util.module_from_spec(mod_spec)
-        mod_spec.loader.exec_module(module)
-        _registry = dict(module.REGISTRY)
+            _registry = {}  # every call is then generated on demand (or refused, strict)
+        else:
+            mod_spec = importlib.util.spec_from_file_location("normgen_generated_registry", path)
+            module = importlib.util.module_from_spec(mod_spec)
+            mod_spec.loader.exec_module(module)
+            _registry = dict(module.REGISTRY)
     return _registry
 
 
 # ---- instance choice ----------------------------------------------------------------------
-def candidates(call: KernelSpec, n: int, vec_align: int):
+def candidates(call: KernelSpec, n: int, vec_align: int, device: Optional[devices.Device] = None):
     """Instances that can serve a call (its fusions and precisions as in `call`; pipeline,
-    bucket and vector width free), best first: the smallest one-pass bucket that holds the
-    row (while N is within the one-pass range), widest vector first; then two-pass."""
+    bucket and vector width free) on `device` (None: any), best first: the smallest
+    one-pass bucket that holds the row (while N is within the one-pass range), widest
+    vector first; then two-pass."""
     x = call.x
     vecs = [v for v in (8, 4, 2, 1) if v <= vec_align and v <= x.vmax]
     if n <= tiles.ONE_PASS_MAX_N[x]:
         for b in tiles.BUCKETS:
             if b >= n:
-                yield from (s for s in (replace(call, pipeline=Pipeline.ONE_PASS, bucket=b, vec=v) for v in vecs)
-                            if invalid_reason(s) is None)
+                for s in (replace(call, pipeline=Pipeline.ONE_PASS, bucket=b, vec=v) for v in vecs):
+                    if invalid_reason(s) is None and (device is None or devices.unsupported_reason(s, device) is None):
+                        yield s
     yield from (replace(call, pipeline=Pipeline.TWO_PASS, bucket=None, vec=v) for v in vecs)
 
 
-def choose(call: KernelSpec, n: int, vec_align: int) -> KernelSpec:
+def shipped(call: KernelSpec, n: int, vec_align: int, device: Optional[devices.Device] = None) -> Optional[KernelSpec]:
+    """The first candidate the generated folder holds, or None."""
     table = registry()
-    options = list(candidates(call, n, vec_align))
-    for spec in options:
-        if spec.key in table:
-            return spec
-    best = options[0]
-    raise MissingInstanceError(
-        f"no generated instance serves this call (N={n}); the best one is {best.name}: "
-        f"python generate.py --filter '{best.name}'"
-        + ("" if GENERATED_DIR.resolve() == codegen.GENERATED else f" --out {GENERATED_DIR}")
-    )
+    return next((s for s in candidates(call, n, vec_align, device) if s.key in table), None)
+
+
+def choose(call: KernelSpec, n: int, vec_align: int, device: Optional[devices.Device] = None) -> KernelSpec:
+    """The shipped instance that serves a call, or MissingInstanceError naming the best
+    candidate and the command that ships it."""
+    spec = shipped(call, n, vec_align, device)
+    if spec is None:
+        raise _missing(next(candidates(call, n, vec_align, device)), n)
+    return spec
+
+
+def _missing(best: KernelSpec, n: int) -> MissingInstanceError:
+    return MissingInstanceError(
+        f"no generated instance serves this call (N={n}) and normgen is strict; the best one is "
+        f"{best.name}: {ondemand.ship_command(best, GENERATED_DIR)}")
 
 
 def _resolve(key) -> runtime.Kernel:
-    kernel = runtime.load(instance_for(key), GENERATED_DIR, key[0], key[1])
+    spec, folder = instance_for(key)
+    kernel = runtime.load(spec, folder, key[0], key[1])
     _kernels[key] = kernel
     return kernel
 
 
-def instance_for(key) -> KernelSpec:
-    """The instance that serves a call key (see _norm)."""
+def instance_for(key, dev: Optional[devices.Device] = None) -> tuple[KernelSpec, Path]:
+    """The instance that serves a call key (see _plan) on its device (or `dev`), and the
+    folder of its file: the first shipped candidate (for a call without gamma or beta, of
+    either weight precision, x's first), else the best candidate generated on demand
+    (strict: MissingInstanceError)."""
     device, n, vec_align, norm, x, w, *fields = key
-    # w None: no gamma or beta, so an instance of either weight precision serves (x's first)
-    first = None
-    for wd in (x, DType.FP32) if w is None else (w,):
-        try:
-            spec = choose(KernelSpec(norm, x, wd, *fields, pipeline=Pipeline.TWO_PASS,
-                                     bucket=None, vec=1), n, vec_align)
-            break
-        except MissingInstanceError as e:
-            first = first or e
-    else:
-        raise first
-    return spec
+    dev = dev or devices.of(device)
+    calls = [KernelSpec(norm, x, wd, *fields, pipeline=Pipeline.TWO_PASS, bucket=None, vec=1)
+             for wd in ((x, DType.FP32) if w is None else (w,))]
+    for call in calls:
+        spec = shipped(call, n, vec_align, dev)
+        if spec is not None:
+            return spec, GENERATED_DIR
+    best = next(candidates(calls[0], n, vec_align, dev))
+    if ondemand.strict():
+        raise _missing(best, n)
+    return best, ondemand.provide(best)
 
 
 # ---- argument checks ----------------------------------------------------------------------
@@ -248,6 +264,10 @@ def layernorm(x, gamma, beta=None, *, eps: float = 1e-5, residual=None,
     residual (h) with a residual and store_residual=True, scale with dynamic quant, mean
     and rstd (float32, x.shape[:-1]) with return_mean_rstd=True.
     """
+    if _tracing():
+        return _traced().layernorm(x, gamma, beta, eps=eps, residual=residual, store_residual=store_residual,
+                                   x_bias=x_bias, quant=quant, smooth_scale=smooth_scale, quant_scale=quant_scale,
+                                   scale_dtype=scale_dtype, return_mean_rstd=return_mean_rstd)
     return _norm(Norm.LAYERNORM, x, gamma, beta, eps, residual, store_residual, x_bias,
                  quant, smooth_scale, quant_scale, scale_dtype, 0.0, return_mean_rstd)
 
@@ -270,6 +290,10 @@ def rmsnorm(x, gamma=None, *, eps: float = 1e-6, residual=None, store_residual: 
     residual (h) with a residual and store_residual=True, scale with dynamic quant, rstd
     (float32, x.shape[:-1]) with return_rstd=True.
     """
+    if _tracing():
+        return _traced().rmsnorm(x, gamma, eps=eps, residual=residual, store_residual=store_residual,
+                                 x_bias=x_bias, quant=quant, smooth_scale=smooth_scale, quant_scale=quant_scale,
+                                 scale_dtype=scale_dtype, weight_offset=weight_offset, return_rstd=return_rstd)
     offset = float(weight_offset)
     if gamma is None and offset != 0.0:
         raise ValueError(f"weight_offset={weight_offset!r} offsets gamma, but gamma is None; "
@@ -278,6 +302,20 @@ def rmsnorm(x, gamma=None, *, eps: float = 1e-6, residual=None, store_residual: 
         raise ValueError(f"weight_offset must be a finite number, not {weight_offset!r}")
     return _norm(Norm.RMSNORM, x, gamma, None, eps, residual, store_residual, x_bias,
                  quant, smooth_scale, quant_scale, scale_dtype, offset, return_rstd)
+
+
+def _tracing() -> bool:
+    """Whether torch.compile or torch.export is tracing this call: it then goes through the
+    torch.library ops (normgen.torch), which the tracer sees as one opaque node with a fake
+    implementation; an eager call takes the direct path below, without the op's dispatch."""
+    torch = sys.modules.get("torch")
+    return torch is not None and torch.compiler.is_compiling()
+
+
+def _traced():
+    from . import torch as ops  # registers the ops on first use
+
+    return ops
 
 
 # ---- the per-call path ------------------------------------------------------------------

@@ -44,10 +44,15 @@ AXES: dict[str, Axis] = {
 }
 
 
-# The default set is the union of these families: each names values for some axes; the
-# axes it leaves out take their default values above.
+# The default set is the union of these families and their fallbacks: each family names
+# values for some axes, and the axes it leaves out take their default values above. Each
+# family's fallback is the family as two-pass instances over single elements, which serve
+# every N and every alignment: so a call of any family the default set holds is served.
 DEFAULT_FAMILIES: tuple[Mapping[str, tuple[str, ...]], ...] = (
     {},  # plain LayerNorm: every precision and weight precision, with and without stats
+    {  # plain RMSNorm likewise, over 16-byte vectors
+        "norm": ("rmsnorm",), "vec": ("max",),
+    },
     {  # the common inference fusions: add (and store) + norm (+ smooth) + dynamic quant
         "prec": ("fp16", "bf16"), "wprec": ("same",), "fused_add": ("0", "1"),
         "quant": ("none", "int8", "fp8"), "quant_mode": ("dynamic",), "smooth": ("none", "fp32"),
@@ -59,6 +64,18 @@ DEFAULT_FAMILIES: tuple[Mapping[str, tuple[str, ...]], ...] = (
         "save_mv": ("0",), "vec": ("max",),
     },
 )
+FALLBACK: Mapping[str, tuple[str, ...]] = {"pipeline": ("2p",), "vec": ("1",)}
+
+
+def default_families(axes: Mapping[str, tuple[str, ...]] = {}) -> list[dict[str, tuple[str, ...]]]:
+    """DEFAULT_FAMILIES, each followed by its fallback, with `axes` set in each: a fallback
+    stays only where `axes` admits its own values (--pipeline 1p drops them)."""
+    out = []
+    for fam in DEFAULT_FAMILIES:
+        out.append({a: axes.get(a, fam.get(a, AXES[a].default)) for a in AXES})
+        if all(set(v) <= set(axes.get(a, v)) for a, v in FALLBACK.items()):
+            out.append({**out[-1], **FALLBACK})
+    return out
 
 
 @dataclass(frozen=True)
@@ -75,8 +92,7 @@ class Selection:
         every default family (or, with include globs, every value of the other axes)."""
         if self.include:
             return [{a: self.axes.get(a, AXES[a].values) for a in AXES}]
-        return [{a: self.axes.get(a, fam.get(a, AXES[a].default)) for a in AXES}
-                for fam in DEFAULT_FAMILIES]
+        return default_families(self.axes)
 
 
 class SelectionError(ValueError):

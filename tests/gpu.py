@@ -360,3 +360,37 @@ def assert_scales(s, ref: np.ndarray, what: str):
     uint = np.uint16  # positive 16-bit floats: bit patterns count ulps
     worst = int(np.abs(got.view(uint).astype(np.int64) - ref.view(uint).astype(np.int64)).max()) if got.size else 0
     assert worst <= 1, f"{what}: scales {worst} ulp from the reference's"
+
+
+def check_call(call: KernelSpec, case: Case, e: Expected, what: str) -> None:
+    """Make the call a case describes (its semantics: call), into poisoned allocations, and
+    check every output against the reference: y within the tolerances above, codes given
+    the scales, scales, the stored residual bit for bit, the statistics."""
+    import cupy
+
+    import normgen
+
+    fn, args, kw = call_args(call, e.inputs, case)
+    with poisoned_allocations():
+        out = getattr(normgen, fn)(*args, **kw)
+    if not isinstance(out, NormOutput):
+        out = NormOutput(out)
+    ref = e.ref
+    if call.quant == Quant.NONE:
+        assert_close(out.y, cupy.asarray(ref.y), call.x, what, exact=lambda: unrounded(case))
+    else:
+        if call.quant == Quant.DYNAMIC:
+            assert_scales(out.scale, ref.scale, what)
+            scale = cupy.asnumpy(out.scale).astype(np.float64)[..., None]  # codes given the scale
+        else:
+            scale = float(cupy.asnumpy(kw["quant_scale"])[0])
+        assert_codes(out.y, e.y64 / scale, call.out, what)
+    if call.fused_add == FusedAdd.STORE:
+        assert_bits_equal(out.residual, ref.residual, what + " residual")
+    else:
+        assert out.residual is None, what
+    if call.save_stats:
+        assert out.rstd.shape == (case.m,), what
+        if call.norm == Norm.RMSNORM:
+            assert out.mean is None, what
+        assert_stats(out.mean, out.rstd, ref.mean, ref.rstd, what)

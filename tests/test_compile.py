@@ -5,15 +5,17 @@ from pathlib import Path
 
 import pytest
 
-from normgen import codegen
+from normgen import codegen, devices
 from normgen.compile import compile_file, ptx_of
+from normgen.matrix import select
 from normgen.spec import parse_name
+from normgen.types import FusedAdd
 
 from .conftest import source_dir
 
 
-def assert_compiles_clean(path):
-    compiled = compile_file(path, arch="sm_90")
+def assert_compiles_clean(path, arch="sm_90"):
+    compiled = compile_file(path, arch=arch)
     assert compiled.cubin.startswith(b"\x7fELF")
     res = compiled.resources
     assert res["registers"] > 0, compiled.log  # the ptxas report was read
@@ -24,6 +26,40 @@ def assert_compiles_clean(path):
 
 def test_instance_compiles_without_spills(spec):
     assert_compiles_clean(source_dir() / spec.file_name)
+
+
+def pipeline_of(spec) -> str:
+    """The pipeline an instance's kernel runs: two-pass, streamed, cluster, staged or registers."""
+    t = spec.tile
+    if spec.bucket is None:
+        return "two_pass"
+    return "streamed" if t.stream_bytes else "cluster" if t.cluster > 1 else "staged" if t.stage_bytes else "registers"
+
+
+def representatives(arch: int) -> list:
+    """One default instance of every pipeline x epilogue (prologue: fused add or not; quant:
+    none, dynamic, static) x input precision that the dispatcher can choose on `arch`."""
+    dev, seen = devices.KNOWN[arch], {}
+    for spec in select():
+        if devices.unsupported_reason(spec, dev) is None:
+            seen.setdefault((pipeline_of(spec), spec.fused_add != FusedAdd.NONE, spec.quant, spec.x), spec)
+    return [(arch, s) for s in seen.values()]
+
+
+OTHER_ARCHS = [rep for arch in sorted(devices.KNOWN) if arch != 90 for rep in representatives(arch)]
+
+
+@pytest.mark.parametrize("arch, instance", OTHER_ARCHS, ids=[f"sm_{a}-{s.name}" for a, s in OTHER_ARCHS])
+def test_each_pipeline_and_epilogue_compiles_for_every_architecture(arch, instance):
+    assert_compiles_clean(source_dir() / instance.file_name, arch=f"sm_{arch}")
+
+
+def test_every_architecture_has_its_pipelines():
+    for arch in devices.KNOWN:
+        pipelines = {pipeline_of(s) for _, s in representatives(arch)}
+        assert {"two_pass", "registers", "staged"} <= pipelines, arch
+        assert ("cluster" in pipelines) == (arch >= 90), arch
+        assert ("streamed" in pipelines) == (arch == 90), arch
 
 
 # The heaviest fusions outside the default set, which once spilled (staged tiles with an

@@ -1,12 +1,32 @@
 """The dispatcher's decisions, checked without a GPU."""
+import os
+import subprocess
+import sys
+import warnings
+from dataclasses import replace
+from pathlib import Path
+
 import numpy as np
 import pytest
 
 import normgen
-from normgen import dispatch, tiles
+from normgen import codegen, devices, dispatch, ondemand, tiles
+from normgen.matrix import select
+from normgen.paths import GENERATED
 from normgen.arrays import View, view
 from normgen.spec import KernelSpec
 from normgen.types import DType, FusedAdd, Norm, Pipeline, Quant
+
+
+ROOT = Path(__file__).resolve().parent.parent
+H100 = devices.KNOWN[90]
+
+
+@pytest.fixture
+def strict():
+    ondemand.set_strict(True)
+    yield
+    ondemand.set_strict(False)
 
 
 def _view(shape, strides, dtype=DType.FP16, ptr=1 << 20):
@@ -73,8 +93,6 @@ def test_eps_must_be_positive_and_finite(eps):
 
 
 def test_choice_and_missing_instance_message(tmp_path):
-    from normgen.codegen import GENERATED
-
     try:
         dispatch.use_generated(GENERATED)
         chosen = dispatch.choose(_call(save_stats=True), 1000, 8)
@@ -85,14 +103,12 @@ def test_choice_and_missing_instance_message(tmp_path):
                           smooth=DType.FP32, scale=DType.FP32)
         assert dispatch.choose(add_quant, 5000, 8).name == \
             "layernorm_fwd_bf16_add1_smfp32_dqint8_syfp32_nb8192_1p_v8"
-        with pytest.raises(dispatch.MissingInstanceError) as info:  # fusions at v1: one filter away
-            dispatch.choose(add_quant, 5001, 1)
-        assert str(info.value).endswith(
-            "python generate.py --filter 'layernorm_fwd_bf16_add1_smfp32_dqint8_syfp32_nb8192_1p_v1'")
+        # fusions at odd N: the family's two-pass scalar fallback
+        assert dispatch.choose(add_quant, 5001, 1).name == "layernorm_fwd_bf16_add1_smfp32_dqint8_syfp32_2p_v1"
         with pytest.raises(dispatch.MissingInstanceError) as info:
             dispatch.use_generated(GENERATED, registry={})
             dispatch.choose(_call(DType.FP16), 100, 4)
-        assert str(info.value).endswith("python generate.py --filter 'layernorm_fwd_fp16_nb128_1p_v4'")
+        assert str(info.value).endswith("python generate.py --add --filter 'layernorm_fwd_fp16_nb128_1p_v4'")
         with pytest.raises(dispatch.MissingInstanceError) as info:
             dispatch.use_generated(tmp_path, registry={})
             dispatch.choose(_call(DType.FP16), 100, 4)
@@ -101,22 +117,133 @@ def test_choice_and_missing_instance_message(tmp_path):
         dispatch.use_generated(GENERATED)
 
 
-def test_no_weights_take_an_instance_of_either_weight_precision():
-    from normgen.codegen import GENERATED
+# (device, n, vec, norm, x, w, out, fused_add, x_bias, quant, smooth, scale, save_stats)
+NO_WEIGHTS = (0, 1000, 8, Norm.RMSNORM, DType.BF16, None, DType.BF16, FusedAdd.NONE, False,
+              Quant.NONE, None, None, False)
 
+
+def test_no_weights_take_an_instance_of_either_weight_precision(strict):
     wfp32 = KernelSpec(Norm.RMSNORM, DType.BF16, DType.FP32, DType.BF16, pipeline=Pipeline.ONE_PASS,
                        bucket=1024, vec=8)
-    # (device, n, vec, norm, x, w, out, fused_add, x_bias, quant, smooth, scale, save_stats)
-    key = (0, 1000, 8, Norm.RMSNORM, DType.BF16, None, DType.BF16, FusedAdd.NONE, False,
-           Quant.NONE, None, None, False)
     try:
         dispatch.use_generated(GENERATED, registry={wfp32.key: wfp32.name})
-        assert dispatch.instance_for(key) == wfp32  # gamma None: the fp32-weight instance serves
+        # gamma None: the fp32-weight instance serves
+        assert dispatch.instance_for(NO_WEIGHTS, H100) == (wfp32, GENERATED)
         with pytest.raises(dispatch.MissingInstanceError, match="rmsnorm_fwd_bf16_nb1024_1p_v8'"):
             dispatch.use_generated(GENERATED, registry={})
-            dispatch.instance_for(key)  # the message names the x-precision instance
+            dispatch.instance_for(NO_WEIGHTS, H100)  # the message names the x-precision instance
     finally:
         dispatch.use_generated(GENERATED)
+
+
+def test_a_call_no_instance_serves_is_generated_into_the_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("NORMGEN_CACHE_DIR", str(tmp_path))
+    try:
+        dispatch.use_generated(GENERATED, registry={})
+        with pytest.warns(normgen.NormgenWarning, match=r"generated rmsnorm_fwd_bf16_nb1024_1p_v8 into .*"
+                          r"python generate.py --add --filter 'rmsnorm_fwd_bf16_nb1024_1p_v8'"):
+            spec, folder = dispatch.instance_for(NO_WEIGHTS, H100)
+        assert spec.name == "rmsnorm_fwd_bf16_nb1024_1p_v8" and folder == tmp_path / "generated"
+        # the folder is what generate.py --add --out would write: header, instance, registry
+        assert codegen.differences(folder, codegen.outputs([spec])) == []
+        assert codegen.registered(folder) == [spec]
+        # a second instance is added beside the first; the first is not generated again
+        other = (0, 5003, 1) + NO_WEIGHTS[3:]
+        with pytest.warns(normgen.NormgenWarning, match="rmsnorm_fwd_bf16_nb8192_1p_v1"):
+            dispatch.instance_for(other, H100)
+        assert [s.name for s in codegen.registered(folder)] == ["rmsnorm_fwd_bf16_nb1024_1p_v8",
+                                                               "rmsnorm_fwd_bf16_nb8192_1p_v1"]
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            assert dispatch.instance_for(NO_WEIGHTS, H100) == (spec, folder)
+    finally:
+        dispatch.use_generated(GENERATED)
+
+
+def test_generation_on_demand_is_safe_across_processes(tmp_path):
+    """Four processes generate into one cache at once; each instance ends up registered."""
+    script = (
+        "import sys, warnings; warnings.simplefilter('ignore')\n"
+        "from normgen import dispatch\n"
+        "from normgen.devices import KNOWN\n"
+        "from normgen.types import *\n"
+        "dispatch.use_generated(dispatch.GENERATED_DIR, registry={})\n"
+        "for n in (int(sys.argv[1]), 3000, 700):\n"
+        "    dispatch.instance_for((0, n, 1, Norm.RMSNORM, DType.BF16, DType.BF16, DType.BF16, FusedAdd.NONE,"
+        " False, Quant.NONE, None, None, False), KNOWN[90])\n")
+    env = {**os.environ, "NORMGEN_CACHE_DIR": str(tmp_path)}
+    procs = [subprocess.Popen([sys.executable, "-c", script, str(n)], env=env, cwd=ROOT) for n in (100, 200, 5000, 20000)]
+    assert [p.wait(timeout=120) for p in procs] == [0] * 4
+    names = {s.name for s in codegen.registered(tmp_path / "generated")}
+    assert names == {"rmsnorm_fwd_bf16_nb128_1p_v1", "rmsnorm_fwd_bf16_nb256_1p_v1", "rmsnorm_fwd_bf16_nb8192_1p_v1",
+                     "rmsnorm_fwd_bf16_2p_v1", "rmsnorm_fwd_bf16_nb4096_1p_v1", "rmsnorm_fwd_bf16_nb1024_1p_v1"}
+    assert {p.stem for p in (tmp_path / "generated").glob("*.cu")} == names
+    assert not list((tmp_path / "generated").glob("*.tmp"))
+
+
+def test_strict_mode_refuses_to_generate(tmp_path, monkeypatch, strict):
+    monkeypatch.setenv("NORMGEN_CACHE_DIR", str(tmp_path))
+    try:
+        dispatch.use_generated(GENERATED, registry={})
+        with pytest.raises(dispatch.MissingInstanceError, match="strict.*--add --filter 'rmsnorm_fwd_bf16_nb1024_1p_v8'"):
+            dispatch.instance_for(NO_WEIGHTS, H100)
+        assert not (tmp_path / "generated").exists()
+    finally:
+        dispatch.use_generated(GENERATED)
+
+
+def test_strict_from_the_environment():
+    out = subprocess.run([sys.executable, "-c", "from normgen import ondemand; print(ondemand.strict())"],
+                         env={**os.environ, "NORMGEN_STRICT": "1"}, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "True"
+
+
+def test_an_unwritable_cache_generates_for_the_process(tmp_path, monkeypatch):
+    (tmp_path / "file").write_text("")
+    monkeypatch.setenv("NORMGEN_CACHE_DIR", str(tmp_path / "file" / "cache"))
+    try:
+        dispatch.use_generated(GENERATED, registry={})
+        with pytest.warns(normgen.NormgenWarning, match="cannot write the cache"):
+            spec, folder = dispatch.instance_for(NO_WEIGHTS, H100)
+        assert (folder / spec.file_name).is_file() and (folder / codegen.HEADER).is_file()
+    finally:
+        dispatch.use_generated(GENERATED)
+
+
+def _families(specs):
+    return sorted({replace(s, pipeline=Pipeline.TWO_PASS, bucket=None, vec=1) for s in specs}, key=str)
+
+
+ODD_NS = (1, 7, 1000, 1003, 5003, 32769, 50257, 100003, 524289)
+
+
+@pytest.mark.parametrize("arch", sorted(devices.KNOWN))
+def test_the_default_set_serves_every_n_and_alignment_of_its_families(arch):
+    dev = devices.KNOWN[arch]
+    try:
+        dispatch.use_generated(GENERATED)
+        for call in _families(select()):
+            for n in ODD_NS:
+                for align in (1, 2, 4, 8):
+                    spec = dispatch.shipped(call, n, min(align, call.x.vmax), dev)
+                    assert spec is not None, (call.name, n, align)
+                    assert devices.unsupported_reason(spec, dev) is None
+    finally:
+        dispatch.use_generated(GENERATED)
+
+
+def test_instances_a_device_cannot_run_are_passed_over():
+    sm80, sm86, sm90, sm100 = (devices.KNOWN[a] for a in (80, 86, 90, 100))
+    ln = _call()
+    assert dispatch.choose(ln, 65536, 8, sm90).tile.cluster == 2
+    assert dispatch.choose(ln, 65536, 8, sm80).pipeline == Pipeline.TWO_PASS  # no clusters before sm_90
+    fp32 = _call(DType.FP32)
+    assert dispatch.choose(fp32, 32768, 4, sm90).tile.shared_bytes == 128 * 1024
+    assert dispatch.choose(fp32, 32768, 4, sm80).tile.shared_bytes == 128 * 1024  # 163 KB there
+    assert dispatch.choose(fp32, 32768, 4, sm86).pipeline == Pipeline.TWO_PASS  # 99 KB there
+    quant = _call(quant=Quant.DYNAMIC, out=DType.INT8, scale=DType.FP32)
+    assert dispatch.choose(quant, 32768, 8, sm90).tile.stream_bytes
+    assert not dispatch.choose(quant, 32768, 8, sm100).tile.stream_bytes
 
 
 def test_signatures_are_taken_of_torch_and_cupy_arrays_only():

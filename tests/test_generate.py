@@ -42,15 +42,22 @@ def test_default_set_is_listed_and_is_the_common_set():
             and s.pipeline.value == "2p"} == {
         (add, q, out, sm) for add in (0, 1) for q, out in (("none", "bf16"), ("dq", "int8"), ("dq", "fp8"))
         for sm in (None, DType.FP32) if (add, q) != (0, "none") and not (q == "none" and sm)}
-    assert {s.x.value for s in fused} == {"fp16", "bf16"} and {s.vec for s in fused} == {8}
+    assert {s.x.value for s in fused} == {"fp16", "bf16"} and {s.vec for s in fused if s.pipeline.value == "1p"} == {8}
     assert len({s.bucket for s in fused}) == len(AXES["bucket"].values) + 1  # + None: two-pass
     # RMSNorm as LLM inference runs it: plain, add and store, dynamic or static int8/fp8
     rms = [s for s in specs if s.norm.value == "rmsnorm"]
-    assert {(s.x.value, s.fused_add, s.quant.value, s.out.value) for s in rms} == {
+    assert {(s.x.value, s.fused_add, s.quant.value, s.out.value) for s in rms if s.fused} == {
         (x, add, q, out) for x in ("fp16", "bf16") for add in (0, 1)
-        for q, out in [("none", x)] + [(m, o) for m in ("dq", "sq") for o in ("int8", "fp8")]}
-    assert {(s.w == s.x, s.vec, s.smooth, s.x_bias, s.save_stats) for s in rms} == {(True, 8, None, False, False)}
+        for q, out in [("none", x)] + [(m, o) for m in ("dq", "sq") for o in ("int8", "fp8")] if add or q != "none"}
+    assert {(s.w == s.x, s.smooth, s.x_bias, s.save_stats) for s in rms if s.fused} == {(True, None, False, False)}
     assert len({s.bucket for s in rms}) == len(AXES["bucket"].values) + 1
+    # plain RMSNorm in every precision and weight precision, with and without rstd
+    plain = [s for s in rms if not s.fused]
+    assert {(s.x.value, s.w.value, s.save_stats) for s in plain} == {
+        (x, w, mv) for x in ("fp32", "fp16", "bf16") for w in (x, "fp32") for mv in (False, True)}
+    # every family has its fallback: two-pass over single elements, for any N and alignment
+    families = {replace(s, pipeline=Pipeline.TWO_PASS, bucket=None, vec=1) for s in specs}
+    assert families <= set(specs)
 
 
 @pytest.mark.parametrize("flag, value, check, within_default", [
@@ -236,3 +243,84 @@ def test_extra_selections_are_valid_and_not_empty():
         listed = names(*shlex.split(flags))
         assert listed, flags
         assert all(parse_name(n).name == n for n in listed)
+
+
+def test_add_keeps_what_the_folder_holds(tmp_path):
+    out = str(tmp_path)
+    assert run("--prec", "fp16", "--pipeline", "2p", "--out", out)[0] == 0
+    before = {p.name for p in tmp_path.glob("*.cu")}
+    code, text = run("--add", "--filter", "rmsnorm_fwd_bf16_nb1024_1p_v8", "--out", out)
+    assert code == 0 and "removed 0" in text
+    after = {p.name for p in tmp_path.glob("*.cu")}
+    assert after == before | {"rmsnorm_fwd_bf16_nb1024_1p_v8.cu"}
+    assert set(_load_registry(tmp_path).values()) == {Path(n).stem for n in after}
+    assert codegen.registered(tmp_path) == [parse_name(Path(n).stem) for n in sorted(after)]
+    # --check --add: up to date, and the rest of the folder is not stale
+    assert run("--add", "--check", "--filter", "rmsnorm_fwd_bf16_nb1024_1p_v8", "--out", out)[0] == 0
+    # replacing stays explicit: without --add the folder holds exactly the selection
+    run("--filter", "rmsnorm_fwd_bf16_nb1024_1p_v8", "--out", out)
+    assert {p.name for p in tmp_path.glob("*.cu")} == {"rmsnorm_fwd_bf16_nb1024_1p_v8.cu"}
+
+
+def test_check_names_the_command_with_its_folder_and_filters(tmp_path):
+    code = CliRunner().invoke(main, ["--check", "--prec", "fp16", "--no-save-mv", "--filter", "*_2p_*",
+                                     "--out", str(tmp_path)], prog_name="generate.py")
+    assert code.exit_code == 1
+    assert f"run python generate.py --prec fp16 --no-save-mv --filter '*_2p_*' --out {tmp_path}" in code.output
+    code = CliRunner().invoke(main, ["--check", "--add", "--filter", "*_2p_v1", "--out", str(tmp_path)],
+                              prog_name="normgen")
+    assert f"run normgen --add --filter '*_2p_v1' --out {tmp_path}" in code.output
+
+
+def test_large_selections_ask_for_a_flag(tmp_path):
+    code, out = run("--filter", "*", "--out", str(tmp_path))
+    assert code == 2 and "--large" in out and "205536 instances" in out
+    assert not any(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize("where", ["under_a_file", "a_file"])
+def test_unwritable_out_is_a_clear_error(tmp_path, where):
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    out = blocker / "sub" if where == "under_a_file" else blocker
+    result = CliRunner().invoke(main, ["--prec", "fp16", "--pipeline", "2p", "--out", str(out)])
+    assert result.exit_code == 2 and "Error: Invalid value for '--out'" in result.output, result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit)
+
+
+def test_version_and_help():
+    import normgen
+
+    code, out = run("--version")
+    assert code == 0 and normgen.__version__ in out
+    code, out = run("--help")
+    for flag in ("--add", "--check", "--large", "--compile", "--arch", "--jobs", "--cache", "--prune"):
+        assert flag in out
+
+
+def test_unknown_arch_is_a_clear_error(tmp_path):
+    code, out = run("--compile", "--arch", "sm_75", "--filter", "rmsnorm_fwd_bf16_2p_v8", "--out", str(tmp_path))
+    assert code == 2 and "sm_75" in out and "sm_80" in out
+
+
+def test_compile_cache_and_prune(tmp_path, monkeypatch):
+    """--compile fills the cache for each --arch with the instances that run there (clusters
+    need sm_90); --cache lists the cubins, --prune removes those no instance file produces."""
+    monkeypatch.setenv("NORMGEN_CACHE_DIR", str(tmp_path / "cache"))
+    out = tmp_path / "gen"
+    code, text = run("--filter", "rmsnorm_fwd_bf16_nb1024_1p_v8", "--filter", "rmsnorm_fwd_bf16_nb65536_1p_v8",
+                     "--out", str(out), "--compile", "--arch", "sm_80,sm_90", "--jobs", "2")
+    assert code == 0, text
+    assert "sm_80: 1 of 2 instances run there" in text and "sm_90: 2 of 2 instances run there" in text
+    code, text = run("--cache", "--out", str(out))
+    assert code == 0 and "3 cubin(s), 0 stale" in text
+    assert "sm_80  rmsnorm_fwd_bf16_nb1024_1p_v8" in text and "sm_80  rmsnorm_fwd_bf16_nb65536" not in text
+    # a changed instance file leaves its old cubins stale (the shipped set holds neither file
+    # with this content; the source folder is named with --out)
+    monkeypatch.setenv("NORMGEN_GENERATED_DIR", str(out))
+    (out / "rmsnorm_fwd_bf16_nb65536_1p_v8.cu").write_text("// changed\n")
+    code, text = run("--cache")
+    assert code == 0 and "3 cubin(s), 1 stale" in text
+    code, text = run("--prune")
+    assert code == 0 and "removed 1 stale file(s)" in text
+    assert "2 cubin(s), 0 stale" in run("--cache")[1]

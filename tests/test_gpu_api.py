@@ -365,24 +365,29 @@ def test_torch_cpu_tensor_is_refused():
         normgen.layernorm(torch.ones(2, 8), torch.ones(8, device="cuda"), None)
 
 
-def test_missing_instance_names_the_command(tmp_path):
+def test_strict_missing_instance_names_the_command_that_adds_it(tmp_path):
     import cupy
 
     from click.testing import CliRunner
     from normgen.cli import main
 
     assert CliRunner().invoke(main, ["--prec", "fp32", "--out", str(tmp_path)]).exit_code == 0
+    fp32 = {p.name for p in tmp_path.glob("*.cu")}
     dispatch.use_generated(tmp_path)
     x = cupy.ones((2, 100), cupy.float16)
-    with pytest.raises(dispatch.MissingInstanceError) as info:
-        normgen.layernorm(x, cupy.ones(100, cupy.float16), None)
+    normgen.set_strict(True)
+    try:
+        with pytest.raises(dispatch.MissingInstanceError) as info:
+            normgen.layernorm(x, cupy.ones(100, cupy.float16), None)
+    finally:
+        normgen.set_strict(False)
     msg = str(info.value)
-    assert "python generate.py --filter 'layernorm_fwd_fp16_nb128_1p_v4'" in msg
+    assert "python generate.py --add --filter 'layernorm_fwd_fp16_nb128_1p_v4'" in msg
     assert f"--out {tmp_path}" in msg
-    # and the command it names does produce an instance that serves the call
-    cmd = msg.split("python generate.py ")[1].split()
-    args = [a.strip("'") for a in cmd]
-    assert CliRunner().invoke(main, args[:2] + ["--out", str(tmp_path)]).exit_code == 0
+    # the command it names adds an instance that serves the call, and removes nothing
+    args = [a.strip("'") for a in msg.split("python generate.py ")[1].split()]
+    assert CliRunner().invoke(main, args).exit_code == 0
+    assert fp32 < {p.name for p in tmp_path.glob("*.cu")}
     dispatch.use_generated(tmp_path)
     assert normgen.layernorm(x, cupy.ones(100, cupy.float16), None).shape == (2, 100)
 
@@ -501,9 +506,10 @@ def test_rmsnorm_gamma_none_offset_and_rstd(seed):
     y = normgen.rmsnorm(x, g, weight_offset=1.0, eps=1e-5)
     want = reference.rmsnorm(hx, hg, 1e-5, weight_offset=1.0)
     assert_close(y, cupy.asarray(want), DType.FP16, "weight_offset 1")
-    # rstd needs an _mv instance (one filter away; the extra selections test their values)
-    with pytest.raises(dispatch.MissingInstanceError, match="rmsnorm_fwd_fp16_nb1024_1p_v8_mv"):
-        normgen.rmsnorm(x, g, return_rstd=True)
+    out = normgen.rmsnorm(x, g, return_rstd=True)  # the plain RMSNorm family's _mv instance
+    want = reference.rmsnorm(hx, hg, return_rstd=True)
+    assert_close(out.y, cupy.asarray(want.y), DType.FP16, "return_rstd y")
+    np.testing.assert_allclose(cupy.asnumpy(out.rstd), want.rstd, rtol=1e-5)
     with pytest.raises(ValueError, match="gamma is None"):
         normgen.rmsnorm(x, weight_offset=1.0)
     with pytest.raises(ValueError, match="weight_offset must be a finite"):

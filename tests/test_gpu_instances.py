@@ -1,7 +1,6 @@
 """GPU: every selected instance (LayerNorm and RMSNorm) against the NumPy reference."""
 from __future__ import annotations
 
-import numpy as np
 import pytest
 
 from normgen import dispatch, tiles
@@ -9,9 +8,7 @@ from normgen.types import FusedAdd, Norm, Pipeline, Quant
 
 from .conftest import source_dir
 from .gpu import (
-    KINDS, LEAD, SPECIAL_KINDS, Case, assert_bits_equal, assert_close, assert_codes, assert_scales,
-    assert_stats, call_args, case_seed, expected, poisoned_allocations, requires_gpu, semantics, shift_columns,
-    unrounded,
+    KINDS, LEAD, SPECIAL_KINDS, Case, case_seed, check_call, expected, requires_gpu, semantics, shift_columns,
 )
 
 pytestmark = requires_gpu
@@ -83,37 +80,10 @@ def only(spec):
 
 
 def test_instance_against_reference(only, seed):
-    import cupy
-
-    import normgen
-
     spec = only
     for case in _cases(spec, seed):
         e = expected(case)
         what = (f"{spec.name} N={case.n} M={case.m} {case.kind} pad={case.pad} seed={seed}"
                 f"{'' if case.gamma else ' gamma=None'} weight_offset={case.weight_offset}")
         assert dispatch.choose(semantics(spec), case.n, spec.vec) == spec, what
-        fn, args, kw = call_args(spec, e.inputs, case)
-        with poisoned_allocations():
-            out = getattr(normgen, fn)(*args, **kw)
-        if not isinstance(out, normgen.NormOutput):
-            out = normgen.NormOutput(out)
-        ref = e.ref
-        if spec.quant == Quant.NONE:
-            assert_close(out.y, cupy.asarray(ref.y), spec.x, what, exact=lambda: unrounded(case))
-        else:
-            if spec.quant == Quant.DYNAMIC:
-                assert_scales(out.scale, ref.scale, what)
-                scale = cupy.asnumpy(out.scale).astype(np.float64)[..., None]  # codes given the scale
-            else:
-                scale = float(cupy.asnumpy(kw["quant_scale"])[0])
-            assert_codes(out.y, e.y64 / scale, spec.out, what)
-        if spec.fused_add == FusedAdd.STORE:
-            assert_bits_equal(out.residual, ref.residual, what + " residual")
-        else:
-            assert out.residual is None, what
-        if spec.save_stats:
-            assert out.rstd.shape == (case.m,), what
-            if spec.norm == Norm.RMSNORM:
-                assert out.mean is None, what
-            assert_stats(out.mean, out.rstd, ref.mean, ref.rstd, what)
+        check_call(spec, case, e, what)
