@@ -13,4 +13,8 @@ def __getattr__(name):
         value = getattr(dispatch, name)
         globals()[name] = value  # later lookups skip this hook
         return value
+    if name == "torch":  # normgen.torch: the torch ops and modules, which import torch
+        import importlib
+
+        return importlib.import_module(".torch", __name__)
     raise AttributeError(f"module 'normgen' has no attribute {name!r}")

@@ -7,7 +7,6 @@ from __future__ import annotations
 import importlib.util
 import math
 import os
-import sys
 from pathlib import Path
 from dataclasses import dataclass, replace
 from typing import Callable, Optional
@@ -264,7 +263,7 @@ def layernorm(x, gamma, beta=None, *, eps: float = 1e-5, residual=None,
     residual (h) with a residual and store_residual=True, scale with dynamic quant, mean
     and rstd (float32, x.shape[:-1]) with return_mean_rstd=True.
     """
-    if _tracing():
+    if _tracing(x):
         return _traced().layernorm(x, gamma, beta, eps=eps, residual=residual, store_residual=store_residual,
                                    x_bias=x_bias, quant=quant, smooth_scale=smooth_scale, quant_scale=quant_scale,
                                    scale_dtype=scale_dtype, return_mean_rstd=return_mean_rstd)
@@ -290,7 +289,7 @@ def rmsnorm(x, gamma=None, *, eps: float = 1e-6, residual=None, store_residual: 
     residual (h) with a residual and store_residual=True, scale with dynamic quant, rstd
     (float32, x.shape[:-1]) with return_rstd=True.
     """
-    if _tracing():
+    if _tracing(x):
         return _traced().rmsnorm(x, gamma, eps=eps, residual=residual, store_residual=store_residual,
                                  x_bias=x_bias, quant=quant, smooth_scale=smooth_scale, quant_scale=quant_scale,
                                  scale_dtype=scale_dtype, weight_offset=weight_offset, return_rstd=return_rstd)
@@ -304,12 +303,23 @@ def rmsnorm(x, gamma=None, *, eps: float = 1e-6, residual=None, store_residual: 
                  quant, smooth_scale, quant_scale, scale_dtype, offset, return_rstd)
 
 
-def _tracing() -> bool:
+_is_compiling = None  # torch.compiler.is_compiling, once a torch tensor has come here
+
+
+def _tracing(x) -> bool:
     """Whether torch.compile or torch.export is tracing this call: it then goes through the
     torch.library ops (normgen.torch), which the tracer sees as one opaque node with a fake
-    implementation; an eager call takes the direct path below, without the op's dispatch."""
-    torch = sys.modules.get("torch")
-    return torch is not None and torch.compiler.is_compiling()
+    implementation; an eager call takes the direct path below, without the op's dispatch.
+    Only a torch tensor can be traced, and sys.modules is not read (Dynamo would walk it)."""
+    global _is_compiling
+    is_compiling = _is_compiling
+    if is_compiling is None:
+        if not type(x).__module__.startswith("torch"):
+            return False
+        import torch  # loaded: x is a torch tensor
+
+        is_compiling = _is_compiling = torch.compiler.is_compiling
+    return is_compiling()
 
 
 def _traced():
