@@ -88,20 +88,47 @@ def build(specs, source_dir, arch, workers: int = 0, progress: bool = False) -> 
     return cache.build(specs, source_dir, arch, jobs=workers, progress=progress)
 
 
+class _CUlaunchConfig(ctypes.Structure):
+    """cuda.h's CUlaunchConfig: seven unsigned ints, hStream, attrs, numAttrs (56 bytes on
+    x86-64, with the C padding after sharedMemBytes and numAttrs)."""
+
+    _fields_ = [("gridDimX", ctypes.c_uint), ("gridDimY", ctypes.c_uint), ("gridDimZ", ctypes.c_uint),
+                ("blockDimX", ctypes.c_uint), ("blockDimY", ctypes.c_uint), ("blockDimZ", ctypes.c_uint),
+                ("sharedMemBytes", ctypes.c_uint), ("hStream", ctypes.c_void_p), ("attrs", ctypes.c_void_p),
+                ("numAttrs", ctypes.c_uint)]
+
+
+@functools.cache
+def _libcuda() -> ctypes.CDLL:
+    """The driver library, its two entry points here bound by name (dlsym). Not cuda.bindings'
+    driver module: that resolves every driver symbol through cuGetProcAddress on first use,
+    and the lookups that fail on a given driver are API errors to a sanitizer."""
+    lib = ctypes.CDLL("libcuda.so.1")  # already loaded by CuPy: the same handle
+    lib.cuOccupancyMaxActiveClusters.argtypes = (
+        ctypes.POINTER(ctypes.c_int), ctypes.c_void_p, ctypes.POINTER(_CUlaunchConfig))
+    lib.cuOccupancyMaxActiveClusters.restype = ctypes.c_int
+    lib.cuGetErrorName.argtypes = (ctypes.c_int, ctypes.POINTER(ctypes.c_char_p))
+    lib.cuGetErrorName.restype = ctypes.c_int
+    return lib
+
+
 def resident_clusters(func: int, tile) -> int:
     """How many of a cluster kernel's clusters an idle device holds at once: fewer than its
     blocks per SM x SMs / cluster size, as a cluster's blocks must share a GPC (45 against 49
-    for clusters of eight 512-thread blocks, three per SM, on an H100)."""
-    from cuda.bindings import driver as cu
-
-    config = cu.CUlaunchConfig()
-    config.gridDimX, config.gridDimY, config.gridDimZ = tile.cluster, 1, 1
-    config.blockDimX, config.blockDimY, config.blockDimZ = tile.block_threads, 1, 1
-    config.sharedMemBytes = tile.shared_bytes
-    err, clusters = cu.cuOccupancyMaxActiveClusters(cu.CUfunction(func), config)
-    if err != cu.CUresult.CUDA_SUCCESS:
-        raise RuntimeError(f"cuOccupancyMaxActiveClusters failed: {err}")
-    return max(clusters, 1)
+    for clusters of eight 512-thread blocks, three per SM, on an H100). At least 1;
+    RuntimeError naming the CUresult where the driver call fails. The kernel's cluster shape
+    is compiled in (__cluster_dims__), so the config names no cluster attribute."""
+    lib = _libcuda()
+    config = _CUlaunchConfig(gridDimX=tile.cluster, gridDimY=1, gridDimZ=1, blockDimX=tile.block_threads,
+                             blockDimY=1, blockDimZ=1, sharedMemBytes=tile.shared_bytes)
+    clusters = ctypes.c_int(0)
+    err = lib.cuOccupancyMaxActiveClusters(ctypes.byref(clusters), func, ctypes.byref(config))
+    if err != 0:  # CUDA_SUCCESS
+        name = ctypes.c_char_p()
+        known = lib.cuGetErrorName(err, ctypes.byref(name)) == 0 and name.value
+        raise RuntimeError(f"cuOccupancyMaxActiveClusters failed: "
+                           f"{name.value.decode() if known else 'unknown CUresult'} ({err})")
+    return max(clusters.value, 1)
 
 
 _loaded: dict = {}  # (spec, source_dir, device, whole-row kernel) -> Kernel

@@ -8,16 +8,22 @@
 # gigabytes). With EXTRA=1 (the default) it then runs test_gpu_instances.py over each
 # selection in scripts/extra_selections.txt, generated into a folder of its own, all at
 # once. LIMIT (seconds, default none) interrupts each pytest so that it still reports what
-# failed so far.
+# failed so far. Then, with SANITIZE=1 (the default), scripts/sanitize.py (compute-sanitizer's
+# four tools over one instance of each pipeline x epilogue; SANITIZE_ARGS adds its flags), and
+# with SOAK_MINUTES set (default unset) scripts/soak.py for that many minutes (SOAK_ARGS adds
+# flags). Each one's last line goes into the summary. Hypothesis keeps its examples in
+# $OUT/hypothesis (HYPOTHESIS_DATABASE_DIR).
 set -uo pipefail
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 OUT="${OUT:-/tmp/normgen-out}"; mkdir -p "$OUT"
-rm -f "$OUT"/extra*.log  # an earlier run's, which the summary would report as this one's
+rm -f "$OUT"/extra*.log "$OUT"/sanitize.log "$OUT"/soak.log  # an earlier run's, which the summary would report as this one's
+export HYPOTHESIS_DATABASE_DIR="$OUT/hypothesis"; mkdir -p "$HYPOTHESIS_DATABASE_DIR"
 JOBS="${JOBS:-6}"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv > "$OUT/gpu.txt" 2>&1
 run() { if [ -n "${LIMIT:-}" ]; then timeout -s INT "$LIMIT" "$@"; else "$@"; fi; }
 for k in $(seq 0 $((JOBS - 1))); do
-  run python3 -m pytest -q -p no:cacheprovider --maxfail=30 -rfE --durations=5 --shard "$k/$JOBS" "${@:-tests}" \
+  HYPOTHESIS_DATABASE_DIR="$OUT/hypothesis" \
+    run python3 -m pytest -q -p no:cacheprovider --maxfail=30 -rfE --durations=5 --shard "$k/$JOBS" "${@:-tests}" \
     > "$OUT/pytest.$k.log" 2>&1 &
 done
 wait
@@ -49,5 +55,15 @@ if [ "${EXTRA:-1}" = 1 ]; then
   done < scripts/extra_selections.txt
   wait
 fi
+if [ "${SANITIZE:-1}" = 1 ]; then
+  # shellcheck disable=SC2086  # SANITIZE_ARGS: flags, split on purpose
+  python3 scripts/sanitize.py --out "$OUT/sanitize" ${SANITIZE_ARGS:-} > "$OUT/sanitize.log" 2>&1
+  grep -E "^FAIL" "$OUT/sanitize.log" | head -20
+fi
+if [ -n "${SOAK_MINUTES:-}" ]; then
+  # shellcheck disable=SC2086  # SOAK_ARGS: flags, split on purpose
+  python3 scripts/soak.py --minutes "$SOAK_MINUTES" --out "$OUT/soak" ${SOAK_ARGS:-} > "$OUT/soak.log" 2>&1
+fi
 echo "== summary"; cat "$OUT/gpu.txt"; echo "suite: $total"
 for f in "$OUT"/extra*.log; do [ -e "$f" ] && echo "$(basename "$f" .log): $(tail -1 "$f")"; done
+for f in "$OUT"/sanitize.log "$OUT"/soak.log; do [ -e "$f" ] && echo "$(basename "$f" .log): $(tail -1 "$f")"; done
