@@ -66,6 +66,7 @@ class Kernel:
             pack(b.args, 0, *values)
             _launch(func, blocks, 1, 1, block, 1, 1, smem, stream, 0, b.extra_ptr)
 
+        launch.kernel = self  # `func` is a handle into self.module: keep the module loaded
         return launch
 
 
@@ -132,6 +133,7 @@ def resident_clusters(func: int, tile) -> int:
 
 
 _loaded: dict = {}  # (spec, source_dir, device, whole-row kernel) -> Kernel
+_loading = threading.Lock()  # one module per instance and device, however many threads ask at once
 
 
 def load(spec: KernelSpec, source_dir: Path, device: int, n: int) -> Kernel:
@@ -139,9 +141,13 @@ def load(spec: KernelSpec, source_dir: Path, device: int, n: int) -> Kernel:
     n is its bucket (spec.whole_row_kernel), else the one for every n."""
     full = spec.whole_row_kernel and n == spec.bucket
     key = (spec, source_dir, device, full)
-    if key not in _loaded:
-        _loaded[key] = _load(spec, source_dir, device, spec.full_symbol if full else spec.symbol)
-    return _loaded[key]
+    kernel = _loaded.get(key)
+    if kernel is None:
+        with _loading:
+            kernel = _loaded.get(key)
+            if kernel is None:
+                kernel = _loaded[key] = _load(spec, source_dir, device, spec.full_symbol if full else spec.symbol)
+    return kernel
 
 
 @functools.cache

@@ -584,3 +584,45 @@ def test_rows_summed_again_keep_one_shift():
     assert dispatch.choose(semantics(spec), n, spec.vec) == spec
     out = normgen.layernorm(*args, **kw)
     assert_scales(out.scale, e.ref.scale, "rows summed again around their mean")
+
+
+def test_threads_racing_for_a_new_instance_share_one_module(seed):
+    """Eight threads make the first call of an instance at once. Each once loaded a module of
+    its own and all but one were dropped (and unloaded) while plans still launched their
+    functions: CUDA_ERROR_INVALID_HANDLE on later calls (found by the two-GPU test). Loads
+    are serialized now, and a plan's launch keeps its kernel's module."""
+    import gc
+    import threading
+
+    import cupy
+
+    from normgen import runtime
+
+    rng = cupy.random.default_rng(seed)
+    x = rng.standard_normal((33, 3000), dtype=cupy.float32)  # fp32 at 3000: a bucket of its own here
+    g = cupy.ones(3000, cupy.float32)
+    dispatch.use_generated(GENERATED)  # no plans or kernels kept from other tests
+    runtime._loaded.clear()
+    runtime._module.cache_clear()
+    start, outs, errors = threading.Barrier(8), [], []
+
+    def call():
+        try:
+            start.wait(timeout=60)
+            with cupy.cuda.Stream(non_blocking=True) as s:
+                outs.append(normgen.rmsnorm(x, g))
+                s.synchronize()
+        except BaseException as e:
+            errors.append(e)
+
+    threads = [threading.Thread(target=call) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    gc.collect()  # a dropped module would be unloaded here
+    want = cupy.asarray(reference.rmsnorm(cupy.asnumpy(x), cupy.asnumpy(g)))
+    for y in outs + [normgen.rmsnorm(x, g) for _ in range(3)]:
+        assert_close(y, want, DType.FP32, "racing threads")
+    assert len({id(k.module) for k in runtime._loaded.values()}) == len(runtime._loaded)
