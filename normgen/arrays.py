@@ -96,6 +96,9 @@ def _cupy_view(a: cupy.ndarray, arg: str) -> View:
     strides = a.strides
     if any(s % isz for s in strides):
         raise ValueError(f"{arg} has strides {strides} that are not whole elements")
+    if a.data.ptr % isz:
+        raise ValueError(f"{arg} starts at an address that is not a multiple of its element size "
+                         f"({isz} bytes); pass a copy of {arg}")
     return View(a, a.data.ptr, a.shape, tuple(s // isz for s in strides),
                 BY_NUMPY.get(a.dtype), a.device.id, False)
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import importlib.util
 import math
-import os
+import numbers
 from pathlib import Path
 from dataclasses import dataclass, replace
 from typing import Callable, Optional
@@ -174,11 +174,28 @@ def _last_dim_contiguous(v: arrays.View, arg: str) -> None:
                          f"{v.strides[-1]}; pass a contiguous copy of {arg}")
 
 
+FLOAT32_MAX = 3.4028234663852886e38
+
+
+def _real(value, arg: str) -> float:
+    """A Python or NumPy real number as a float, or a TypeError naming `arg`."""
+    if isinstance(value, (str, bytes, bool)) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{arg} must be a real number, not {type(value).__name__} {value!r}")
+    return float(value)
+
+
 def _eps(eps) -> float:
-    e = float(eps)
-    if not (math.isfinite(e) and e > 1.2e-38):  # a positive normal float32
-        raise ValueError(f"eps must be a positive finite number (at least 1.2e-38), not {eps!r}")
+    e = _real(eps, "eps")
+    if not (math.isfinite(e) and 1.2e-38 < e <= FLOAT32_MAX):  # a positive normal float32
+        raise ValueError(f"eps must be a positive finite float32 (from 1.2e-38 to 3.4e38), not {eps!r}")
     return e
+
+
+def _weight_offset(offset) -> float:
+    o = _real(offset, "weight_offset")
+    if not (math.isfinite(o) and abs(o) <= FLOAT32_MAX):
+        raise ValueError(f"weight_offset must be a finite float32, not {offset!r}")
+    return o
 
 
 def _lowbit(a: int) -> int:
@@ -222,6 +239,26 @@ def _scale_dtype(dtype) -> DType:
     if name in _SCALE_DTYPES:
         return _SCALE_DTYPES[name]
     raise ValueError(f"scale_dtype must be float32, float16 or bfloat16, not {dtype!r}")
+
+
+def _quant_options(quant, quant_scale, smooth_scale, scale_dtype):
+    """(output precision or None for x's, Quant mode, per-row scale precision or None) of a
+    call's quantization options, checked without its arrays."""
+    if quant is None:
+        for arg, value in (("smooth_scale", smooth_scale), ("quant_scale", quant_scale),
+                           ("scale_dtype", scale_dtype)):
+            if value is not None:
+                raise ValueError(f"{arg} applies to quantized output: pass quant='int8' or "
+                                 f"quant='fp8_e4m3', or drop {arg}")
+        return None, Quant.NONE, None
+    if not isinstance(quant, str) or quant not in QUANT_NAMES:
+        raise ValueError(f"quant must be None, 'int8' or 'fp8_e4m3', not {quant!r}")
+    if quant_scale is None:
+        return QUANT_NAMES[quant], Quant.DYNAMIC, _scale_dtype("float32" if scale_dtype is None else scale_dtype)
+    if scale_dtype is not None:
+        raise ValueError("scale_dtype is the dtype of the per-row scales of dynamic quant; with "
+                         "quant_scale (static quant) there are none: drop scale_dtype")
+    return QUANT_NAMES[quant], Quant.STATIC, None
 
 
 def _quant_scale(qv: arrays.View, xv: arrays.View) -> None:
@@ -293,12 +330,10 @@ def rmsnorm(x, gamma=None, *, eps: float = 1e-6, residual=None, store_residual: 
         return _traced().rmsnorm(x, gamma, eps=eps, residual=residual, store_residual=store_residual,
                                  x_bias=x_bias, quant=quant, smooth_scale=smooth_scale, quant_scale=quant_scale,
                                  scale_dtype=scale_dtype, weight_offset=weight_offset, return_rstd=return_rstd)
-    offset = float(weight_offset)
+    offset = _weight_offset(weight_offset)
     if gamma is None and offset != 0.0:
         raise ValueError(f"weight_offset={weight_offset!r} offsets gamma, but gamma is None; "
                          f"pass gamma, or drop weight_offset")
-    if not math.isfinite(offset):
-        raise ValueError(f"weight_offset must be a finite number, not {weight_offset!r}")
     return _norm(Norm.RMSNORM, x, gamma, None, eps, residual, store_residual, x_bias,
                  quant, smooth_scale, quant_scale, scale_dtype, offset, return_rstd)
 
@@ -399,7 +434,10 @@ class Plan:
 def _plan(norm, x, gamma, beta, residual, x_bias, smooth_scale, quant_scale, eps, store_residual,
           quant, scale_dtype, weight_offset, return_stats) -> tuple[Plan, tuple]:
     """Check a call's arguments (errors name the argument and the fix) and choose its kernel:
-    the plan, and the arrays to run it on (other kinds of input as CuPy arrays)."""
+    the plan, and the arrays to run it on (other kinds of input as CuPy arrays). The options
+    are checked first: their errors do not depend on the arrays."""
+    e = _eps(eps)
+    out, mode, sdt = _quant_options(quant, quant_scale, smooth_scale, scale_dtype)
     xv = arrays.view(x, "x")
     n = _check_x(xv)
     aligned = []  # inputs whose alignment bounds the vector width
@@ -415,7 +453,6 @@ def _plan(norm, x, gamma, beta, residual, x_bias, smooth_scale, quant_scale, eps
         _vector(bv, "beta", n, xv, (wdt,) if wdt else (xv.dtype, DType.FP32))
         wdt = bv.dtype
         aligned.append(bv)
-    e = _eps(eps)
     rows, inner, so, si = _rows(xv)
     bits = n | so | si
 
@@ -431,32 +468,15 @@ def _plan(norm, x, gamma, beta, residual, x_bias, smooth_scale, quant_scale, eps
         _vector(xbv, "x_bias", n, xv, (xv.dtype,))
         aligned.append(xbv)
 
-    out, mode, smooth, sdt = xv.dtype, Quant.NONE, None, None
-    if quant is not None:
-        if quant not in QUANT_NAMES:
-            raise ValueError(f"quant must be None, 'int8' or 'fp8_e4m3', not {quant!r}")
-        out = QUANT_NAMES[quant]
-        if quant_scale is None:
-            mode, sdt = Quant.DYNAMIC, _scale_dtype(scale_dtype or "float32")
-        else:
-            mode = Quant.STATIC
-            qv = arrays.view(quant_scale, "quant_scale")
-            _quant_scale(qv, xv)
-            if scale_dtype is not None:
-                raise ValueError("scale_dtype is the dtype of the per-row scales of dynamic "
-                                 "quant; with quant_scale (static quant) there are none: "
-                                 "drop scale_dtype")
-        if smooth_scale is not None:
-            smv = arrays.view(smooth_scale, "smooth_scale")
-            _vector(smv, "smooth_scale", n, xv, FLOAT_INPUTS)
-            smooth = smv.dtype
-            aligned.append(smv)
-    elif smooth_scale is not None or quant_scale is not None or scale_dtype is not None:
-        for arg, value in (("smooth_scale", smooth_scale), ("quant_scale", quant_scale),
-                           ("scale_dtype", scale_dtype)):
-            if value is not None:
-                raise ValueError(f"{arg} applies to quantized output: pass quant='int8' or "
-                                 f"quant='fp8_e4m3', or drop {arg}")
+    out, smooth = out or xv.dtype, None
+    if quant_scale is not None:
+        qv = arrays.view(quant_scale, "quant_scale")
+        _quant_scale(qv, xv)
+    if smooth_scale is not None:
+        smv = arrays.view(smooth_scale, "smooth_scale")
+        _vector(smv, "smooth_scale", n, xv, FLOAT_INPUTS)
+        smooth = smv.dtype
+        aligned.append(smv)
 
     lead = xv.shape[:-1]
     dense = so == 0 and (si == n or rows <= 1)  # x's rows are contiguous

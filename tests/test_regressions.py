@@ -1,0 +1,71 @@
+"""Fixed regression cases: every failure the property tests (test_properties.py,
+test_gpu_properties.py) find is added here as a fixed case, and replayed on every run by
+the same check that found it.
+
+A case is the falsifying example as hypothesis prints it (`case=Case(...)` or
+`bad=Bad(...)`: their reprs are Python), shrunk, pasted into the list of the check and
+device that failed it: CPU cases run through the real entry points on host data
+(test_properties.Host: wrong options only), GPU cases on the GPU. A case stays after its
+fix."""
+from __future__ import annotations
+
+import pytest
+
+from .gpu import requires_gpu
+from .strategies import Bad, Case, Layout, Options, check_bad, check_case
+from .test_properties import Host
+
+ROWS = Layout("rows", (2, 8), (8, 1))
+LN = Case(Options("layernorm", "fp32"), ROWS)
+RMS = Case(Options("rmsnorm", "fp32"), ROWS)
+LN_INT8 = Case(Options("layernorm", "fp32", quant="int8", scale="fp32"), ROWS)
+
+# (check_bad through the entry points on host data) refusals that must name the argument
+CPU_BAD: list[Bad] = [
+    # float(eps) and float(weight_offset) raise messages that name neither
+    Bad(LN, "eps", "value", "text"),
+    Bad(LN, "eps", "value", "none"),
+    Bad(RMS, "weight_offset", "value", "text"),
+    Bad(RMS, "weight_offset", "value", "none"),
+    # past float32's range: accepted, then struct.pack raises OverflowError at the launch
+    Bad(LN, "eps", "value", "past_float32"),
+    Bad(RMS, "weight_offset", "value", "past_float32"),
+    # an unhashable quant: TypeError "unhashable type: 'list'"
+    Bad(LN, "quant", "value", "list"),
+    # scale_dtype='' is taken for the default
+    Bad(LN_INT8, "scale_dtype", "value", ""),
+]
+GPU_CASES: list[Case] = []  # (check_case on the GPU)
+GPU_BAD: list[Bad] = [  # (check_bad on the GPU)
+    # a first element off an element boundary (a CuPy view of bytes): accepted, and the
+    # launch read misaligned memory
+    Bad(LN, "x", "misaligned"),
+    Bad(LN, "gamma", "misaligned"),
+]
+
+
+def _id(case) -> str:
+    if isinstance(case, Bad):
+        return "-".join(filter(None, (case.case.opts.norm, case.arg, case.how, case.what)))
+    return f"{case.opts.norm}-{case.opts.x}-N{case.n}-{case.kind}"
+
+
+@pytest.mark.parametrize("bad", CPU_BAD, ids=_id)
+def test_cpu_bad(bad):
+    check_bad(bad, Host())
+
+
+@requires_gpu
+@pytest.mark.parametrize("case", GPU_CASES, ids=_id)
+def test_gpu_case(case):
+    from .test_gpu_properties import Cuda
+
+    check_case(case, Cuda())
+
+
+@requires_gpu
+@pytest.mark.parametrize("bad", GPU_BAD, ids=_id)
+def test_gpu_bad(bad):
+    from .test_gpu_properties import Cuda
+
+    check_bad(bad, Cuda())
