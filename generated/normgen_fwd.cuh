@@ -337,16 +337,29 @@ __device__ __forceinline__ void wait_parity(unsigned barrier, unsigned parity) {
 }
 
 // ---- row reduction ------------------------------------------------------------------
+// The larger (smaller) of a and b, or NaN where either is NaN (fmaxf drops a NaN): a row's
+// absolute maximum, and so its dynamic scale, is NaN where the row holds a NaN.
+__device__ __forceinline__ float max_nan(float a, float b) {
+  float m;
+  asm("max.NaN.f32 %0, %1, %2;" : "=f"(m) : "f"(a), "f"(b));
+  return m;
+}
+__device__ __forceinline__ float min_nan(float a, float b) {
+  float m;
+  asm("min.NaN.f32 %0, %1, %2;" : "=f"(m) : "f"(a), "f"(b));
+  return m;
+}
+
 // Op::op(k, a, b) combines value k of two partners.
 struct Sum {
   __device__ __forceinline__ static float op(int, float a, float b) { return a + b; }
 };
 struct Max {
-  __device__ __forceinline__ static float op(int, float a, float b) { return fmaxf(a, b); }
+  __device__ __forceinline__ static float op(int, float a, float b) { return max_nan(a, b); }
 };
 // Values 0..S-1 summed, the rest maxed: a row's sums and its absolute maximum in one reduction.
 template <int S> struct SumsThenMax {
-  __device__ __forceinline__ static float op(int k, float a, float b) { return k < S ? a + b : fmaxf(a, b); }
+  __device__ __forceinline__ static float op(int k, float a, float b) { return k < S ? a + b : max_nan(a, b); }
 };
 
 // RMSNorm's dynamic quant reduces the row's absolute maximum together with its sum of
@@ -651,7 +664,7 @@ __device__ __forceinline__ Stats row_stats(float shift, float s1, float s2, floa
   }
   const float inv_n = 1.f / static_cast<float>(n);
   const float c = kS == 2 ? s[0] * inv_n : 0.f;
-  const float var = fmaxf(s[kS - 1] * inv_n - c * c, 0.f);
+  const float var = max_nan(s[kS - 1] * inv_n - c * c, 0.f);  // NaN stays: a row holding one gets NaN
   const float rstd = 1.f / sqrtf(var + eps);
   return Stats{shift, c, rstd, merged_max<K>() ? s[kS] * rstd : 0.f, far_warp || c * c > var};
 }
@@ -873,13 +886,13 @@ template <> struct Normal<__nv_bfloat16> {
 };
 
 // Dynamic quant: the row's scale is absmax / qmax, kept within the normal range of its
-// precision (an all-zero row gets the smallest normal: finite, positive, and zero codes),
-// rounded to that precision and written once per row. Returns the multiplier the codes are
+// precision (an all-zero row gets the smallest normal: finite, positive, and zero codes; a
+// row holding a NaN gets NaN), rounded to that precision and written once per row. Returns the multiplier the codes are
 // computed with: 1 / (the scale as stored), so that codes * stored scale dequantize.
 template <class K>
 __device__ __forceinline__ float dynamic_scale(const Params& p, float amax, i64 row, bool write) {
   using SY = typename K::SY;
-  const float s = fminf(fmaxf(amax / QMax<typename K::Y>::value, Normal<SY>::lo), Normal<SY>::hi);
+  const float s = min_nan(max_nan(amax / QMax<typename K::Y>::value, Normal<SY>::lo), Normal<SY>::hi);
   const SY stored = from_float<SY>(s);
   if (write) static_cast<SY*>(p.yscale)[row] = stored;
   return 1.f / to_float(stored);
@@ -1089,7 +1102,7 @@ __device__ __forceinline__ float absmax(const Params& p, const Stats& st, const 
   float m = 0.f;
   for_each_output<K, P, V, kHeld, false, U>(p, st, load, cols, c, [&](int, const float (&out)[V]) {
 #pragma unroll
-    for (int j = 0; j < V; ++j) m = fmaxf(m, fabsf(out[j]));
+    for (int j = 0; j < V; ++j) m = max_nan(m, fabsf(out[j]));
   });
   return m;
 }
@@ -1141,7 +1154,7 @@ __device__ __forceinline__ void finish_row(const Params& p, const Stats& st, con
     for_each_output<K, P, V, kHeld, kCentred, U>(p, st, load, cols, c, [&](int i, const float (&out)[V]) {
       if constexpr (kKeep) keep.put(i, out);
 #pragma unroll
-      for (int j = 0; j < V; ++j) m[0] = fmaxf(m[0], fabsf(out[j]));
+      for (int j = 0; j < V; ++j) m[0] = max_nan(m[0], fabsf(out[j]));
     }, early);
     row_reduce<Max, T, R, C, 1>(m, sh_max);
     qmul = dynamic_scale<K>(p, m[0], row, live && leader);
@@ -1715,7 +1728,7 @@ __device__ __forceinline__ void two_pass(const Params& p) {
       centred_sums<P, V>(shift, load, cols, c1, c2);
       sum1.add(c1);
       sum2.add(c2);
-      m = fmaxf(m, unscaled_absmax<K, P, V, false>(p, load, cols, none));
+      m = max_nan(m, unscaled_absmax<K, P, V, false>(p, load, cols, none));
       c0 += kChunk;
       if (c0 >= n) break;
       load_chunk(true);
@@ -1742,7 +1755,7 @@ __device__ __forceinline__ void two_pass(const Params& p) {
       if constexpr (!merged_max<K>()) {  // a pass for the absolute maximum
         for (c0 = last_chunk; c0 >= 0; c0 -= kChunk) {
           load_chunk(false);
-          amax[0] = fmaxf(amax[0], absmax<K, P, V, false>(p, st, load, cols, none));
+          amax[0] = max_nan(amax[0], absmax<K, P, V, false>(p, st, load, cols, none));
         }
         row_reduce<Max, T, 1, 1, 1>(amax, sh_max[ph]);
       }

@@ -17,6 +17,7 @@ from .spec import KernelSpec
 _CU_LAUNCH_PARAM_BUFFER_POINTER = 1
 _CU_LAUNCH_PARAM_BUFFER_SIZE = 2
 _CU_LAUNCH_PARAM_END = 0
+_CUDA_ERROR_INVALID_CONTEXT = 201
 _MAX_DYNAMIC_SHARED_SIZE_BYTES = 8  # CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
 _NON_PORTABLE_CLUSTER_SIZE_ALLOWED = 14  # CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED
 PORTABLE_CLUSTER = 8  # larger clusters (16 on an H100) must be allowed per kernel
@@ -64,7 +65,16 @@ class Kernel:
         def launch(stream: int, values: tuple) -> None:
             b = _buffers
             pack(b.args, 0, *values)
-            _launch(func, blocks, 1, 1, block, 1, 1, smem, stream, 0, b.extra_ptr)
+            try:
+                _launch(func, blocks, 1, 1, block, 1, 1, smem, stream, 0, b.extra_ptr)
+            except driver.CUDADriverError as e:
+                # A thread whose CUDA calls so far (torch's, say) left its device's context
+                # not yet current: make it current, as the runtime does on a thread's first
+                # call that needs it, and launch.
+                if getattr(e, "status", None) != _CUDA_ERROR_INVALID_CONTEXT:
+                    raise
+                runtime.setDevice(runtime.getDevice())
+                _launch(func, blocks, 1, 1, block, 1, 1, smem, stream, 0, b.extra_ptr)
 
         launch.kernel = self  # `func` is a handle into self.module: keep the module loaded
         return launch

@@ -235,7 +235,7 @@ class Case:
     kind: str = "normal"  # see host_inputs
     seed: int = 0
     poison: tuple = ()  # ((row, column, "nan" | "inf" | "-inf", "x" | "residual"),)
-    lib: str = "host"  # "host" (the emulated device), "cupy", "torch" or "mixed" (x CuPy, the rest torch)
+    lib: str = "host"  # "host" (numpy: test_properties.Host), "cupy", "torch" or "mixed" (x CuPy, the rest torch)
 
     @property
     def n(self) -> int:

@@ -201,7 +201,7 @@ def test_repeated_calls_reuse_the_checked_plan(seed):
     assert len(dispatch._plans) == 3
     with pytest.raises(TypeError, match="gamma must have dtype"):
         normgen.layernorm(buf[: 8 * 1024].reshape(8, 1024), g.astype(cupy.float64))
-    with pytest.raises(ValueError, match="eps must be a positive finite number"):
+    with pytest.raises(ValueError, match="eps must be a positive finite float32"):
         normgen.layernorm(buf[: 8 * 1024].reshape(8, 1024), g, eps=-1.0)
 
 
@@ -626,3 +626,32 @@ def test_threads_racing_for_a_new_instance_share_one_module(seed):
     for y in outs + [normgen.rmsnorm(x, g) for _ in range(3)]:
         assert_close(y, want, DType.FP32, "racing threads")
     assert len({id(k.module) for k in runtime._loaded.values()}) == len(runtime._loaded)
+
+
+def test_a_new_threads_first_call_on_torch_tensors(seed):
+    """A thread whose only CUDA work before normgen's launch is torch's (an allocation from
+    its cache, its current stream) may not have its device's context current yet: the
+    driver-API launch then failed with CUDA_ERROR_INVALID_CONTEXT (found by the soak)."""
+    import threading
+
+    torch = _torch()
+    gen = torch.Generator(device="cuda").manual_seed(seed)
+    x = torch.randn(64, 2048, device="cuda", dtype=torch.bfloat16, generator=gen)
+    g = torch.ones(2048, device="cuda", dtype=torch.bfloat16)
+    want = normgen.rmsnorm(x, g)  # the plan and kernel exist: the thread's call is a lookup and a launch
+    torch.cuda.synchronize()
+    got, errors = [], []
+
+    def call():
+        try:
+            got.append(normgen.rmsnorm(x, g))
+            torch.cuda.synchronize()
+        except BaseException as e:
+            errors.append(e)
+
+    for _ in range(4):
+        t = threading.Thread(target=call)
+        t.start()
+        t.join()
+    assert not errors, errors
+    assert len(got) == 4 and all(torch.equal(y, want) for y in got)

@@ -9,6 +9,8 @@ device that failed it: CPU cases run through the real entry points on host data
 fix."""
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from .gpu import requires_gpu
@@ -35,12 +37,21 @@ CPU_BAD: list[Bad] = [
     # scale_dtype='' is taken for the default
     Bad(LN_INT8, "scale_dtype", "value", ""),
 ]
-GPU_CASES: list[Case] = []  # (check_case on the GPU)
+GPU_CASES: list[Case] = [  # (check_case on the GPU)
+    # a NaN in a row of a dynamic quant: the absolute maximum dropped it (fmaxf), and the
+    # row got the smallest normal scale instead of NaN
+    Case(Options("layernorm", "bf16", add=1, quant="int8", smooth="fp32", scale="fp32"),
+         Layout("rows", (1, 129), (129, 1)), residual=Layout("rows", (1, 129), (129, 1)),
+         poison=((0, 0, "nan", "x"),), lib="cupy"),
+    # the same in RMSNorm, whose variance clamp (fmaxf(var, 0)) turned the NaN into rstd =
+    # 1 / sqrt(eps) for the row's other elements
+    Case(Options("rmsnorm", "bf16"), Layout("rows", (2, 129), (129, 1)), poison=((0, 3, "nan", "x"),), lib="cupy"),
+]
 GPU_BAD: list[Bad] = [  # (check_bad on the GPU)
     # a first element off an element boundary (a CuPy view of bytes): accepted, and the
     # launch read misaligned memory
-    Bad(LN, "x", "misaligned"),
-    Bad(LN, "gamma", "misaligned"),
+    Bad(replace(LN, lib="cupy"), "x", "misaligned"),
+    Bad(replace(LN, lib="cupy"), "gamma", "misaligned"),
 ]
 
 
