@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import os
 import shlex
+import sys
 from pathlib import Path
 
 import pytest
@@ -70,6 +71,22 @@ def seed(request):
     """Random seed for test data: --seed, or fresh each run (it is printed on failure)."""
     s = request.config.getoption("--seed")
     return s if s is not None else int.from_bytes(os.urandom(4), "little")
+
+
+@pytest.fixture(autouse=True)
+def _release_gpu_memory():
+    """After each test, return the memory CuPy's and torch's pools keep to the device: the
+    GPU suite runs several pytest processes on one GPU, and pools that only grow ran it out
+    of memory."""
+    yield
+    from .gpu import gpu_reason
+
+    if "cupy" not in sys.modules or gpu_reason():
+        return
+    sys.modules["cupy"].get_default_memory_pool().free_all_blocks()
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.cuda.is_initialized():
+        torch.cuda.empty_cache()
 
 
 def pytest_generate_tests(metafunc):
