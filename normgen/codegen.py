@@ -13,6 +13,7 @@ import jinja2
 
 from . import params
 from .paths import GENERATED, HEADER, REGISTRY, TEMPLATES  # noqa: F401 (GENERATED: generate.py's default)
+from .recipe import recipe
 from .spec import KernelSpec, SpecError, looks_like_name, parse_name
 
 _env = jinja2.Environment(
@@ -29,7 +30,7 @@ def render_header() -> str:
 
 
 def render_instance(spec: KernelSpec) -> str:
-    return _env.get_template("instance.cu.j2").render(spec=spec, tile=spec.tile)
+    return _env.get_template("instance.cu.j2").render(spec=spec, recipe=recipe(spec))
 
 
 def _literal(value) -> str:

@@ -1,7 +1,7 @@
 """What instance choice needs to know of a GPU, and which instances a GPU can run.
 
 The registry names instances by their spec alone; whether one runs on a device depends on
-its tile (normgen.tiles) and the device's architecture and shared memory. The dispatcher
+its tile (normgen.recipe) and the device's architecture and shared memory. The dispatcher
 skips instances a device cannot run and takes the next candidate, down to the two-pass
 pipeline, which every supported GPU runs."""
 from __future__ import annotations
@@ -10,6 +10,7 @@ import functools
 from dataclasses import dataclass
 from typing import Optional
 
+from .recipe import recipe
 from .spec import KernelSpec
 
 MIN_ARCH = 80  # compute capability 8.0 (A100): bf16 arithmetic and L2 cache policies
@@ -48,7 +49,7 @@ def unsupported_reason(spec: KernelSpec, device: Device) -> Optional[str]:
     copies of streamed rows need sm_90; streamed rows are built for sm_90's register file
     (ptxas spills them for sm_100 and sm_120); clusters past 8 blocks are non-portable, on
     sm_90 and sm_100 only; a staged block needs its shared memory."""
-    t = spec.tile
+    t = recipe(spec).tile
     if t.stream_bytes and device.arch // 10 != 9:
         return f"streamed rows are built for sm_90, not {device.name}"
     if t.cluster > 1 and device.arch < 90:

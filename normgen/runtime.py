@@ -12,6 +12,7 @@ import cupy
 from cupy.cuda import driver, runtime
 
 from . import cache, params
+from .recipe import recipe
 from .spec import KernelSpec
 
 _CU_LAUNCH_PARAM_BUFFER_POINTER = 1
@@ -47,7 +48,7 @@ class Kernel:
 
     spec: KernelSpec
     module: cupy.cuda.function.Module  # keeps the module loaded
-    symbol: str  # the kernel's name in the module (spec.symbol, or spec.full_symbol)
+    symbol: str  # the kernel's name in the module (spec.symbol, or its recipe's full_symbol)
     func: int  # CUfunction
     block: int
     rows_per_block: int
@@ -148,15 +149,16 @@ _loading = threading.Lock()  # one module per instance and device, however many 
 
 def load(spec: KernelSpec, source_dir: Path, device: int, n: int) -> Kernel:
     """The kernel of `spec` that serves rows of n: the whole-row kernel where it has one and
-    n is its bucket (spec.whole_row_kernel), else the one for every n."""
-    full = spec.whole_row_kernel and n == spec.bucket
+    n is its bucket (Recipe.whole_row_kernel), else the one for every n."""
+    r = recipe(spec)
+    full = r.whole_row_kernel and n == spec.bucket
     key = (spec, source_dir, device, full)
     kernel = _loaded.get(key)
     if kernel is None:
         with _loading:
             kernel = _loaded.get(key)
             if kernel is None:
-                kernel = _loaded[key] = _load(spec, source_dir, device, spec.full_symbol if full else spec.symbol)
+                kernel = _loaded[key] = _load(spec, source_dir, device, r.full_symbol if full else spec.symbol)
     return kernel
 
 
@@ -176,7 +178,7 @@ def _load(spec: KernelSpec, source_dir: Path, device: int, symbol: str) -> Kerne
         props = runtime.getDeviceProperties(device)
         module = _module(spec, source_dir, device)
         func = module.get_function(symbol)  # cupy.cuda.function.Function: .ptr is the CUfunction
-        tile = spec.tile
+        tile = recipe(spec).tile
         if tile.shared_bytes > 48 * 1024:  # beyond the default dynamic shared-memory limit
             driver.funcSetAttribute(func.ptr, _MAX_DYNAMIC_SHARED_SIZE_BYTES, tile.shared_bytes)
         if tile.cluster > PORTABLE_CLUSTER:

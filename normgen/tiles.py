@@ -14,185 +14,123 @@ rows, so a row's result does not depend on the batch it is in.
 """
 from __future__ import annotations
 
+import enum
 from dataclasses import dataclass, replace
+from typing import Optional
 
 from .types import DType, Quant
 
-# element bytes -> bucket (largest N served) -> (threads per row per block, rows per block,
-# blocks per row (cluster size), staged[, registers a thread of a plain row: Tile.registers'
-# default where left out]). Threads per row are a power of two (32-lane warps). Staged tiles
-# keep each block's share of the row in shared memory instead of registers (32-128 KB):
-# blocks then need few registers, several fit on an SM, and one block's barrier waits
-# overlap another's memory traffic. Staged rows take as few blocks per row as fit: a block
-# barrier costs less than a cluster's. Measured on an H100 (scripts/tune_tiles.py, M x N =
-# 2^27, ratio to copy): 16-bit 32768 in one 512-thread block against a cluster of two
-# 256-thread blocks, LayerNorm 0.933 -> 0.950-0.956, RMSNorm 0.952 -> 0.980, add + LayerNorm
-# 0.946 -> 0.965, add + RMSNorm 0.958 -> 0.984, RMSNorm + fp8 0.925 -> 0.958, LayerNorm +
-# int8 0.728 -> 0.795-0.809; fp32 LayerNorm 32768 over two 512-thread blocks 0.948-0.953
-# against one 1024-thread block in registers 0.916-0.923, 65536 over two 1024-thread blocks
-# 0.921-0.935 against eight of 256 0.911-0.918, 262144 over eight 1024-thread blocks (128 KB
-# each) 0.782-0.786 against two-pass 0.55. Each thread stages 8 vectors: at 16 (half the
-# threads) every op fell to 0.61-0.78, one more batch of loads (one more DRAM round trip)
-# per row. 1024-thread blocks have 64 registers a thread: with an x-bias and a fused add
-# they spill (spec.invalid_reason sends those to the next instance).
-#
-# Plain rows (no fused add, x-bias or quant) over clusters of eight of 16-bit types are
-# built for 40 registers a thread instead of 64 (for three 512-thread or six 256-thread
-# blocks per SM, as many as their shared memory allows): LayerNorm bf16 262144 0.796 ->
-# 0.847-0.855, fp16 0.836 -> 0.851, RMSNorm 0.871 -> 0.904; 131072 LayerNorm 0.871-0.881 ->
-# 0.883-0.887, RMSNorm 0.888-0.903 -> 0.907-0.910 (two runs; 32 registers within noise of
-# 40; ncu at 262144: 30 -> 45 clusters resident, achieved occupancy 48 -> 69%). Fused rows
-# keep 64: at 40, ptxas (NVRTC 13.0) spilled 8-264 bytes with an add, 8-16 with LayerNorm's
-# dynamic quant; so did fp32 RMSNorm at 131072 (8 bytes; fp32 LayerNorm 0.859 -> 0.875
-# there), and fp32 262144's 1024-thread blocks, one per SM either way, ran 0.799 -> 0.786 at
-# 32: fp32 keeps 64. At 65536 and 32768 (clusters of two, one block) more blocks per SM were
-# no faster: LayerNorm + int8 32768 0.78 -> 0.71, 65536 LayerNorm 0.892-0.919 ->
-# 0.884-0.887.
-#
-# Rows of 2^19 over clusters of 16 (non-portable on an H100: runtime._load allows them per
-# kernel), each block staging 64 KB (16-bit, 512 threads at 40 registers) or 128 KB (fp32,
-# 1024 threads), instead of the two-pass pipeline's three passes over DRAM. Twelfth session
-# (tune_tiles "big" groups): LayerNorm bf16 0.637 -> 0.820 (clusters of eight 1024-thread
-# blocks 0.747; 16 x 512 at 64 registers 0.756), fp16 0.630 -> 0.765 (at 64 registers),
-# RMSNorm bf16 0.644 -> 0.844, fp32 LayerNorm 0.616 -> 0.680.
-ONE_PASS_TILES: dict[int, dict[int, tuple]] = {
+
+class Store(enum.Enum):
+    """Where a one-pass block keeps its share of the row between the statistics and the outputs."""
+
+    REGISTERS = "registers"
+    # in shared memory (32-128 KB a block): blocks need few registers and share an SM
+    STAGED = "staged"
+    # in registers, while the copy engine brings the block's next row into shared memory (Tile.stream_bytes)
+    STREAMED = "streamed"
+
+
+@dataclass(frozen=True)
+class Shape:
+    """A tile table's entry: how a bucket's row is spread over threads and blocks."""
+
+    threads: int  # threads per row per block: a power of two (32-lane warps)
+    rows: int = 1  # rows per block
+    cluster: int = 1  # blocks per row (a thread-block cluster's size)
+    store: Store = Store.REGISTERS
+    # a thread's register budget (of a plain row, in ONE_PASS_TILES); None: Tile.registers' default
+    registers: Optional[int] = None
+
+
+REGISTERS, STAGED, STREAMED = Store.REGISTERS, Store.STAGED, Store.STREAMED
+
+# element bytes -> bucket (largest N served) -> Shape. Rows past one block's registers are
+# staged in shared memory, by as few blocks as hold them (a block barrier costs less than a
+# cluster's); plain 16-bit rows over clusters of eight or more are built for 40 registers.
+ONE_PASS_TILES: dict[int, dict[int, Shape]] = {
     2: {
-        64: (8, 16, 1, False),
-        128: (16, 8, 1, False),
-        256: (32, 4, 1, False),
-        512: (32, 4, 1, False),
-        1024: (32, 4, 1, False),
-        2048: (64, 2, 1, False),
-        4096: (128, 1, 1, False),
-        8192: (256, 1, 1, False),
-        16384: (512, 1, 1, False),
-        32768: (512, 1, 1, True),
-        65536: (512, 1, 2, True),
-        131072: (256, 1, 8, True, 40),
-        262144: (512, 1, 8, True, 40),
-        524288: (512, 1, 16, True, 40),
+        64: Shape(8, rows=16),
+        128: Shape(16, rows=8),
+        256: Shape(32, rows=4),
+        512: Shape(32, rows=4),
+        1024: Shape(32, rows=4),
+        2048: Shape(64, rows=2),
+        4096: Shape(128),
+        8192: Shape(256),
+        16384: Shape(512),
+        32768: Shape(512, store=STAGED),
+        65536: Shape(512, cluster=2, store=STAGED),
+        131072: Shape(256, cluster=8, store=STAGED, registers=40),
+        262144: Shape(512, cluster=8, store=STAGED, registers=40),
+        524288: Shape(512, cluster=16, store=STAGED, registers=40),
     },
     4: {
-        64: (16, 8, 1, False),
-        128: (32, 4, 1, False),
-        256: (32, 4, 1, False),
-        512: (32, 4, 1, False),
-        1024: (64, 2, 1, False),
-        2048: (128, 1, 1, False),
-        4096: (256, 1, 1, False),
-        8192: (256, 1, 1, False),
-        16384: (512, 1, 1, False),
-        32768: (512, 1, 2, True),
-        65536: (1024, 1, 2, True),
-        131072: (512, 1, 8, True),
-        262144: (1024, 1, 8, True),
-        524288: (1024, 1, 16, True),
+        64: Shape(16, rows=8),
+        128: Shape(32, rows=4),
+        256: Shape(32, rows=4),
+        512: Shape(32, rows=4),
+        1024: Shape(64, rows=2),
+        2048: Shape(128),
+        4096: Shape(256),
+        8192: Shape(256),
+        16384: Shape(512),
+        32768: Shape(512, cluster=2, store=STAGED),
+        65536: Shape(1024, cluster=2, store=STAGED),
+        131072: Shape(512, cluster=8, store=STAGED),
+        262144: Shape(1024, cluster=8, store=STAGED),
+        524288: Shape(1024, cluster=16, store=STAGED),
     },
 }
 BUCKETS: tuple[int, ...] = tuple(sorted(set().union(*ONE_PASS_TILES.values())))
 
-# LayerNorm + dynamic quant over whole 16-byte vectors: buckets whose rows are staged in
-# shared memory (as floats, which the outputs then replace: keeps_outputs) by one block each,
-# instead of held in registers. Registers held these rows in one or two blocks per SM (118-128
-# registers); staged, three or four blocks share an SM. Measured on an H100 (bf16, int8 and
-# fp8, tune_tiles.py): 8192 0.86 -> 0.88-0.89, 16384 0.79-0.81 -> 0.87-0.88 of copy; at
-# 4096 no gain (0.92 -> 0.91), 512 threads at 8192 / 16384 0.67 / 0.80. At 8192 built for
-# 48 registers, five blocks per SM instead of four: int8 0.863-0.871 -> 0.886-0.895, fp8
-# 0.866 -> 0.899 (40 registers, six blocks: 0.818, and spills). At 65536 the row is staged
-# in bf16 by one 1024-thread block (128 KB of shared memory, one per SM) instead of a
-# cluster of two 512-thread blocks: no cluster barriers, and L1 keeps 124 KB beside the
-# stage. Seventh session: int8 0.663 -> 0.699-0.718, fp8 0.668 -> 0.690, set aside for a
-# spill with fp32 weights; ninth, three device calls (six passes, two of them over a kernel
-# variant since reverted): int8 0.659-0.671 -> 0.692-0.707, fp8 0.647-0.671 -> 0.700-0.707,
-# and that spill (the whole-row kernel's, under NVRTC 13.5) avoided by spec.whole_row_kernel.
-QUANT_LN_TILES: dict[int, dict[int, tuple]] = {
-    2: {8192: (256, 1, 1, True, 48), 16384: (256, 1, 1, True), 65536: (1024, 1, 1, True)},
+# LayerNorm + dynamic quant's 16-bit rows staged by one block (as floats where they fit:
+# keeps_outputs) where registers would hold them in one or two blocks an SM.
+QUANT_LN_TILES: dict[int, dict[int, Shape]] = {
+    2: {
+        8192: Shape(256, store=STAGED, registers=48),
+        16384: Shape(256, store=STAGED),
+        65536: Shape(1024, store=STAGED),
+    },
 }
 
-# LayerNorm + dynamic quant rows whose only per-column vectors are gamma and beta of x's
-# precision (Op.light_columns), streamed (STREAMED in a table's `staged` place;
-# Tile.stream_bytes): one 1024-thread block an SM, on a grid of one block an SM, holds its
-# row in registers while the copy engine brings its next row into shared memory, and keeps
-# the row's gamma and beta in shared memory, copied once. The next row's DRAM reads then
-# overlap this row's reductions and output passes, which one block an SM left idle, and the
-# two output passes read the columns from shared memory instead of L2 (~256 KB of L2 reads a
-# row at 32768). Measured on an H100 (tune_tiles.py "streamed" groups, twenty-second
-# session, the one-block staged kernel it replaces in the same runs): bf16 int8 32768
-# 0.837-0.850 -> 0.896-0.919, fp8 0.838-0.850 -> 0.896-0.918; rows that keep their shift
-# (1000 + N(0, 1)) 0.800-0.814 -> 0.752-0.763. At 32768 bf16 only (the table is keyed by the
-# type, see entries): fp16 int8 ran no faster (0.870-0.872 -> 0.857-0.874; not looked into).
-# Two things the template's version needed that the stand-alone probe
-# (scripts/stream_probe.py) had: the stage on a 128-byte line (bulk copies into one 48 bytes
-# past it ran 0.815 against 0.912), and the passes of the rare rows that keep their shift
-# rolled (see the template's one_pass). At 65536 the columns (256 KB) do not fit beside a
-# stage: the row spans a cluster of two such blocks (one an SM), each streaming its half of
-# the row beside its half of gamma and beta, which push their reductions' totals to each
-# other (the template's PushSlots: over the cluster barrier the probe ran 0.718, pushed
-# 0.873-0.890). Twenty-third session (tune_tiles.py "streamed...65536" groups, against the
-# staged block it replaces): bf16 int8 0.735-0.745 -> 0.803-0.811, fp8 0.732-0.742 ->
-# 0.805-0.820, fp16 int8 0.734-0.739 -> 0.765-0.769; rows of 1000 + N(0, 1) 0.713-0.714 ->
-# 0.688-0.689. The exchanges are what it pays over the 32768 rows' 0.91 (a block's row 5.18
-# against 4.45 us: scripts/trace_rows.py --phases); clusters of four 512-thread blocks (two
-# an SM) or eight of 256 (four) ran slower (0.720 / 0.703-0.706: 62 clusters resident).
-# Twenty-fourth session ("sx" groups): the clusters sum around a shift of zero instead of the
-# row's first 16 bytes, and far rows (mean more than a deviation from zero) sum again from
-# their registers: bf16 int8 0.812-0.817 -> 0.878-0.880, fp8 0.803-0.821 -> 0.870-0.876,
-# fp16 int8 0.773-0.790 -> 0.840-0.853; rows of 1000 + N(0, 1) 0.681-0.684 -> 0.560 (their
-# second sums and exchange). Without any exchange (a timing patch) the rows ran 0.84: the
-# pushed exchanges cost little beside the shift's instructions.
-STREAMED = "streamed"
+# LayerNorm + dynamic quant rows with light columns (Op.light_columns), streamed: one block
+# an SM holds its row in registers while its next row is copied into shared memory beside
+# gamma and beta (at 65536 over a cluster of two, each block half the row).
+STREAMED_TILES: dict[DType, dict[int, Shape]] = {
+    DType.BF16: {
+        32768: Shape(1024, store=STREAMED, registers=64),
+        65536: Shape(1024, cluster=2, store=STREAMED, registers=64),
+    },
+    DType.FP16: {
+        65536: Shape(1024, cluster=2, store=STREAMED, registers=64),
+    },
+}
 # Streamed rows over clusters of these types keep their outputs in registers between the
-# maximum and the stores (keeps_outputs), in their whole-row kernel (the template's
-# one_pass): bf16 int8 65536 0.878-0.886 -> 0.918-0.921 (tune_tiles.py "sx2" groups,
-# twenty-fourth session). Not fp16 (its conversions' registers: ptxas spilled 72 bytes), nor
-# at 32768 in one block (0.849-0.858 against 0.894-0.914, before the zero shift).
+# maximum and the stores (keeps_outputs), in their whole-row kernel.
 STREAMED_KEEP = frozenset({DType.BF16})
-STREAMED_TILES: dict[DType, dict[int, tuple]] = {
-    DType.BF16: {32768: (1024, 1, 1, STREAMED, 64), 65536: (1024, 1, 2, STREAMED, 64)},
-    DType.FP16: {65536: (1024, 1, 2, STREAMED, 64)},
+
+# Unfused fp32 LayerNorm rows over whole 16-byte vectors, held lean (Tile.lean) in smaller
+# shares a thread and more blocks an SM, as torch.compile's kernels hold them.
+LEAN_LN_TILES: dict[int, dict[int, Shape]] = {
+    4: {
+        1024: Shape(128, registers=40),
+        2048: Shape(256, registers=40),
+        4096: Shape(512, registers=40),
+        8192: Shape(512, registers=64),
+    },
 }
 
-# Unfused LayerNorm rows of fp32 over whole 16-byte vectors (no fused add, x-bias or quant),
-# as torch.compile's Triton kernels hold them: 8-16 elements a thread in blocks of 128-512
-# threads built for 40-64 registers, several blocks per SM, built lean (Tile.lean: no
-# next-row prefetch, no held per-column vectors) instead of 16-32 elements a thread at 128
-# registers. Measured on an H100 (tune_tiles.py "lean" groups, twelfth session, against the
-# tiles of ONE_PASS_TILES): 1024 0.980 -> 0.986 (128 threads, 12 blocks per SM), 2048 0.982
-# -> 0.987 (256, 6), 4096 0.974 -> 0.985 (512, 3), 8192 0.966 -> 0.987 (512 at 64
-# registers, 2); 16384 in 1024-thread blocks 0.933 against 0.972. 16-bit rows and RMSNorm
-# gained nothing so (bf16 1024-16384 0.869-0.982 against 0.978-0.995), and at 32 registers
-# (four 512-thread blocks) LayerNorm spills, its far-row pass (share_stats) holding the
-# registers: without it (timing only) fp32 4096 ran 0.999, 8192 (1024 threads) 0.998.
-LEAN_LN_TILES: dict[int, dict[int, tuple]] = {
-    4: {1024: (128, 1, 1, False, 40), 2048: (256, 1, 1, False, 40), 4096: (512, 1, 1, False, 40),
-        8192: (512, 1, 1, False, 64)},
+# fp32 rows of 32768 that read x alone (LayerNorm's dynamic quant aside) are staged in one
+# 1024-thread block instead of a cluster of two: no cluster exchange.
+SINGLE_INPUT_TILES: dict[int, dict[int, Shape]] = {
+    4: {
+        32768: Shape(1024, store=STAGED),
+    },
 }
 
-# fp32 rows of 32768 that read x alone (no fused add or x-bias), LayerNorm's dynamic quant
-# aside (it spills 8 bytes there), staged in one 1024-thread block (128 KB, one an SM)
-# instead of over a cluster of two 512-thread blocks: no cluster exchange. Measured on an
-# H100 (tune_tiles.py "f32ab" groups, fifteenth session, the two alternating three times):
-# RMSNorm 0.936-0.943 -> 0.967-0.971, RMSNorm + fp8 0.886-0.888 -> 0.906-0.913, LayerNorm
-# 0.937-0.939 -> 0.946-0.953 (in two other calls +0.02 and -0.002). With a fused add no
-# faster (add + LayerNorm 0.964-0.971 / 0.962-0.971, add + RMSNorm 0.970-0.973 / 0.964).
-SINGLE_INPUT_TILES: dict[int, dict[int, tuple]] = {4: {32768: (1024, 1, 1, True)}}
-
-# RMSNorm rows over clusters of eight or more (131072 up) launch one wave of exactly the
-# clusters the device holds at once (Tile.resident; runtime.resident_clusters: 92 / 45 / 21
-# at 131072 / 262144 / 524288 on an H100), each striding over the rows, instead of 4 waves
-# of clusters launched as others finish: a launch's cost beyond its steady state (~10 us at
-# 262144, rows_probe.py) is its slower first rows and the SMs idle while its last rows end
-# (trace_rows.py, sixteenth session). Measured on an H100 (tune_tiles.py
-# "res" groups, fifteenth session, the two grids alternating): RMSNorm bf16 262144
-# 0.893-0.899 -> 0.908-0.920, fp16 0.896-0.898 -> 0.912-0.917, bf16 524288 0.841-0.844 ->
-# 0.868-0.869, 131072 0.916-0.917 -> 0.919-0.921 (fp16 0.888-0.908 -> 0.914-0.917), RMSNorm +
-# fp8 262144 0.806-0.809 -> 0.833-0.835, add + RMSNorm 262144 0.892-0.895 -> 0.893-0.910.
-# LayerNorm no faster: bf16 131072 0.912 -> 0.901-0.902, 262144 0.878-0.879 -> 0.875-0.881,
-# 524288 0.832-0.836 -> 0.830-0.843, fp16 262144 0.882-0.884 -> 0.879-0.882, fp32 131072
-# 0.855-0.861 -> 0.842-0.876, 262144 0.809-0.813 -> 0.808-0.815 (524288 0.677-0.680 ->
-# 0.697-0.704). Clusters of two (65536) ran slower so (eleventh session: RMSNorm 0.931-0.934
-# -> 0.923, LayerNorm 0.881-0.905 -> 0.834). fp32 RMSNorm was not timed; fp32 LayerNorm on
-# the same tiles ran even or faster.
+# RMSNorm rows over clusters of at least this many blocks launch one wave of exactly the
+# clusters the device holds at once (Tile.resident), each striding over the rows.
 RESIDENT_MIN_CLUSTER = 8
 
 # Two-pass: one row per block, streamed in chunks of threads * vec * repeat elements.
@@ -312,7 +250,7 @@ def keeps_outputs(tile: Tile, x: DType | None = None) -> bool:
 
 def kept_output_step(tile: Tile, light: bool) -> int:
     """The vectors at a time of a staged row's output passes where it keeps its outputs
-    (spec.output_step). Rows of one block built for 64 registers or more whose only
+    (Recipe.output_step). Rows of one block built for 64 registers or more whose only
     per-column vectors are gamma and beta of x's precision (`light`) take all of them at
     once: each step waits for its gamma and beta from L2, and fewer steps a row mean fewer
     such waits. Measured on an H100 (tune_tiles.py "keepu" groups, seventeenth session), two
@@ -354,7 +292,7 @@ def pack_columns(tile: Tile, column_vectors: int, fused: bool, keeps: bool) -> b
 
 @dataclass(frozen=True)
 class Op:
-    """What of an instance's operation its one-pass tile depends on (spec.op)."""
+    """What of an instance's operation its one-pass tile depends on (Recipe.op)."""
 
     rmsnorm: bool = False  # else LayerNorm
     prologue: bool = False  # a fused add or x-bias: a second input, or a second per-column vector
@@ -398,9 +336,12 @@ def one_pass_tile(x: DType, bucket: int, vec: int, op: Op | None = None) -> Tile
     large clusters are resident (RESIDENT_MIN_CLUSTER)."""
     tables = op.tables if op and vec == x.vmax else []
     entry = next(filter(None, (entries(t, x).get(bucket) for t in tables)), None)
-    threads, rows, cluster, kind, *budget = entry or ONE_PASS_TILES[x.itemsize][bucket]
-    staged, streamed = kind is True, kind == STREAMED
-    registers = budget[0] if budget and (entry or not (op and op.fused)) else 64 if staged else 128
+    shape = entry or ONE_PASS_TILES[x.itemsize][bucket]
+    threads, rows, cluster = shape.threads, shape.rows, shape.cluster
+    staged, streamed = shape.store == STAGED, shape.store == STREAMED
+    # ONE_PASS_TILES' budgets hold for plain rows only; a special table's for its op
+    budgeted = shape.registers is not None and (entry or not (op and op.fused))
+    registers = shape.registers if budgeted else 64 if staged else 128
     per_thread = bucket // (threads * cluster)
     # a streamed block's shared memory: its share of the row's stage (x), of gamma and of beta
     # (light columns: x's precision), and the stage's mbarrier

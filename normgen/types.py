@@ -107,7 +107,7 @@ class Quant(_CppEnum):
 class Cache(_CppEnum):
     """Where a row's 16-byte loads of x (and the residual) leave their lines: NORMAL, in L2
     only (PAST_L1: ld.global.cg), or with L2's evict_last policy (KEEP_L2), as
-    torch.compile's Triton kernels load x. spec.row_cache chooses."""
+    torch.compile's Triton kernels load x. Recipe.row_cache chooses."""
 
     NORMAL = "normal"
     PAST_L1 = "past_l1"

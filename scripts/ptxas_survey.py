@@ -3,7 +3,7 @@ only the default set), compiled by this machine's NVRTC in parallel from a scrat
 `python scripts/ptxas_survey.py [--kept-step K] GLOB...`. --kept-step: LayerNorm + quant's
 kept staged rows built with their output passes K vectors at a time (tiles.kept_output_step)
 instead of the committed choice, to see where a change would spill before making it.
---only ATTR: only the instances whose spec has ATTR true (a property of spec.KernelSpec, such
+--only ATTR: only the instances whose recipe has ATTR true (a field of recipe.Recipe, such
 as fold_shift); --early: --only column_registers (those that load columns early). Prints each
 instance that spills (or uses a stack frame), then a count."""
 import concurrent.futures
@@ -15,6 +15,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from normgen import codegen, compile, matrix, tiles  # noqa: E402
+from normgen.recipe import recipe  # noqa: E402
 from normgen.spec import parse_name  # noqa: E402
 
 
@@ -36,7 +37,7 @@ def _compile(job):
 def main(globs, step=0, only=None):
     _set_step(step)
     specs = matrix.select(matrix.Selection(include=tuple(globs)))
-    names = [s.name for s in specs if only is None or getattr(s, only)]
+    names = [s.name for s in specs if only is None or getattr(recipe(s), only)]
     folder = tempfile.mkdtemp()
     jobs = [(n, folder, step) for n in names]
     ctx = multiprocessing.get_context("spawn")

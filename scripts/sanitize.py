@@ -54,6 +54,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from normgen import codegen, matrix, paths, tiles  # noqa: E402
+from normgen.recipe import recipe  # noqa: E402
 from normgen.spec import KernelSpec, invalid_reason, parse_name  # noqa: E402
 from normgen.types import DType, FusedAdd, Norm, Pipeline, Quant  # noqa: E402
 
@@ -79,7 +80,7 @@ EPILOGUES = ("plain", "fused add", "dynamic quant", "static quant")
 
 
 def pipeline_of(spec: KernelSpec) -> str:
-    t = spec.tile
+    t = recipe(spec).tile
     if spec.pipeline == Pipeline.TWO_PASS:
         return "two-pass"
     if t.stream_bytes:
@@ -102,7 +103,7 @@ def epilogue_of(spec: KernelSpec) -> Optional[str]:
 def fixed_grid(spec: KernelSpec) -> bool:
     """Launched as one wave of what the device holds (resident clusters, streamed blocks),
     each block (cluster) striding over the rows, whatever the rows."""
-    t = spec.tile
+    t = recipe(spec).tile
     return bool(t.resident or t.stream_bytes)
 
 
@@ -136,7 +137,7 @@ _OUT_FIRST = {"dynamic quant": DType.INT8, "static quant": DType.FP8}
 def _preference(spec: KernelSpec, pipeline: str, epilogue: str) -> tuple:
     """Smaller is preferred: resident clusters; register rows of 1024 (several rows a block);
     16-byte vectors; the shortest rows; bf16; the plainest columns; stats with plain rows."""
-    t = spec.tile
+    t = recipe(spec).tile
     return (pipeline == "cluster" and not t.resident,
             abs((spec.bucket or 1024).bit_length() - 11) if pipeline == "registers" else 0,
             spec.vec != spec.x.vmax, spec.bucket or 0, _X_ORDER[spec.x], spec.w != spec.x,
@@ -172,7 +173,7 @@ def cases(default: Optional[list] = None) -> tuple[list[SanitizeCase], list[tupl
             continue
         spec = min(pool, key=lambda s: _preference(s, p, e))
         out.append(SanitizeCase(p, e, spec, shipped, _note(spec)))
-    over = [s for s in default if pipeline_of(s) == "streamed" and s.tile.cluster > 1 and epilogue_of(s)]
+    over = [s for s in default if pipeline_of(s) == "streamed" and recipe(s).tile.cluster > 1 and epilogue_of(s)]
     if over:  # streamed rows over a cluster: their own exchange, on top of the one-block case
         spec = min(over, key=lambda s: _preference(s, "streamed", epilogue_of(s)))
         out.append(SanitizeCase("streamed", epilogue_of(spec), spec, True, _note(spec)))
@@ -180,7 +181,7 @@ def cases(default: Optional[list] = None) -> tuple[list[SanitizeCase], list[tupl
 
 
 def _note(spec: KernelSpec) -> str:
-    t = spec.tile
+    t = recipe(spec).tile
     bits = [f"cluster of {t.cluster}"] if t.cluster > 1 else []
     return ", ".join(bits + ["resident"] * bool(t.resident))
 
@@ -189,7 +190,7 @@ def n_values(spec: KernelSpec) -> list[int]:
     """Row lengths a case calls at: one-pass, the bucket (the whole-row kernel, where the
     file has one) and a ragged N above the next smaller bucket; two-pass, two chunks and a
     part, and less than one chunk. All multiples of the vector width."""
-    v, t = spec.vec, spec.tile
+    v, t = spec.vec, recipe(spec).tile
     if spec.pipeline == Pipeline.TWO_PASS:
         chunk = t.threads_per_row * t.vec * t.repeat
         return [2 * chunk + 3 * v, 7 * v]

@@ -17,6 +17,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import tune_tiles  # noqa: E402
 from normgen import bench, runtime  # noqa: E402
+from normgen.recipe import recipe  # noqa: E402
 from normgen.types import DType  # noqa: E402
 
 
@@ -39,7 +40,7 @@ def timeline(op, n, rows):
         torch.cuda.synchronize()
         t = buf.get().reshape(-1, 4)
     t = t[t[:, 1] > 0].astype(np.int64)
-    return ms * 1e3, spec.tile.cluster, t
+    return ms * 1e3, recipe(spec).tile.cluster, t
 
 
 def report(op, n, rows, *patches):
@@ -88,7 +89,7 @@ def phases(op, n, rows, *patches):
     last = t[:, 7] - c[:, 0]  # the last warp's staging end
     ghz = np.median((c[:, 4] - c[:, 0]) / np.maximum(g1 - g0, 1))
     rows_t = (c[:, 4] - c[:, 0]) / ghz / 1e3
-    print(f"{op} N={n} rows={rows} cluster={spec.tile.cluster} threads={spec.tile.threads_per_row}"
+    print(f"{op} N={n} rows={rows} cluster={recipe(spec).tile.cluster} threads={recipe(spec).tile.threads_per_row}"
           f"{' ' + '+'.join(patches) if patches else ''}: {us:.1f} us a call; "
           f"SM clock {ghz:.3f} GHz; a block's row median {np.median(rows_t):.2f} us ({len(t)} block-rows)")
     parts = {"staging (thread 0)": c[:, 1] - c[:, 0], "staging (last warp)": last,

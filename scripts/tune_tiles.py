@@ -9,7 +9,8 @@ group's first candidate's). With
 printed.
 
 A candidate is (threads per row, rows per block, cluster, staged, grid, *patches) (staged
-"2p": the two-pass pipeline, in blocks of that many threads, at any N): grid is
+False: held in registers, True: staged, tiles.STREAMED: streamed (the table's tiles.Shape
+store), "2p": the two-pass pipeline, in blocks of that many threads, at any N): grid is
 "full" (one block or cluster per row group), "rK" (about K row groups per block, at least
 one wave), "gK" (K row groups: blocks or clusters), "res" (exactly the clusters the device
 holds at once: runtime.resident_clusters) or a number of waves (blocks the device holds at
@@ -24,10 +25,10 @@ per block (fewer blocks per SM), "cK": launched preferring K% of L1 + shared mem
 shared memory (fewer blocks per SM, the same L1 per block), "nokeep": LayerNorm + quant's
 staged rows not kept as floats, "keepuK": LayerNorm + quant's kept rows' output passes K
 vectors at a time (tiles.kept_output_step), "colregK": staged rows' first K vectors'
-per-column vectors loaded before the reduction (spec.column_registers; colreg0: none),
+per-column vectors loaded before the reduction (Recipe.column_registers; colreg0: none),
 "colaheadK": the output passes' per-column vectors loaded K vectors ahead
-(spec.column_ahead), or "nofold": the shift not folded into the output passes
-(spec.fold_shift) and no columns ahead: the kernel before the twentieth session.
+(Recipe.column_ahead), or "nofold": the shift not folded into the output passes
+(Recipe.fold_shift) and no columns ahead: the kernel before the twentieth session.
 Without a bK patch a candidate's tile gets
 Tile.registers' default budget (64 registers staged, 128 in registers). Clusters of more
 than 8 blocks (16: non-portable) are allowed at load (runtime._load).
@@ -42,6 +43,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from normgen import bench, codegen, compile, dispatch, runtime, tiles  # noqa: E402
+from normgen.recipe import recipe  # noqa: E402
 from normgen.types import DType, FusedAdd, Pipeline, Quant  # noqa: E402
 
 
@@ -135,9 +137,9 @@ CARVEOUT = re.compile(r"c(\d+)$")  # launched preferring this percentage of L1 +
 NOKEEP = "nokeep"  # LayerNorm + quant's staged rows not kept as floats (tiles.KEEP_STAGE_BYTES 0)
 TWO_PASS = "2p"  # in a candidate's `staged` place: the two-pass pipeline, `threads` a block
 KEEP = re.compile(r"keep(\d+)$")  # ... kept as floats up to this many KB a block (tiles.KEEP_STAGE_BYTES)
-COLUMN_REGISTERS = re.compile(r"colreg(\d+)$")  # staged rows load K vectors' columns early (spec.column_registers)
-COLUMN_AHEAD = re.compile(r"colahead(\d+)$")  # output passes load columns K vectors ahead (spec.column_ahead)
-NOFOLD = "nofold"  # the shift not folded into the output passes (spec.fold_shift), no columns ahead
+COLUMN_REGISTERS = re.compile(r"colreg(\d+)$")  # staged rows load K vectors' columns early (Recipe.column_registers)
+COLUMN_AHEAD = re.compile(r"colahead(\d+)$")  # output passes load columns K vectors ahead (Recipe.column_ahead)
+NOFOLD = "nofold"  # the shift not folded into the output passes (Recipe.fold_shift), no columns ahead
 SNOKEEP = "snokeep"  # streamed rows do not keep their outputs in registers (tiles.keeps_outputs)
 KEPT_STEP = re.compile(r"keepu(\d+)$")  # ... whose output passes take this many vectors at a time (tiles.kept_output_step)
 
@@ -146,9 +148,9 @@ def committed(op, x, n, *patches, grid=None):
     """The committed tile of op's instance at N as a candidate: its grid (or `grid`), its
     register budget where the table gives one (as a "bK" patch, the tile's residency, unless
     `patches` name one), with `patches` after it. The candidate's spec then builds it as the
-    committed spec does (spec.min_blocks_per_sm: a bK patch would override that)."""
+    committed spec does (Recipe.min_blocks_per_sm: a bK patch would override that)."""
     spec = replace(call_spec(op, x), pipeline=Pipeline.ONE_PASS, bucket=n, vec=x.vmax)
-    t = spec.tile
+    t = recipe(spec).tile
     default = t.registers == (64 if t.stage_bytes else 128)  # Tile.registers' default: no budget to pass
     budget = () if default or any(map(BLOCKS.match, patches)) else (f"b{t.min_blocks_per_sm}",)
     kind = tiles.STREAMED if t.stream_bytes else bool(t.stage_bytes)
@@ -666,7 +668,7 @@ CANDIDATES = {  # name: (bench op, dtype, N, candidates)
     # registers from 131072); fp16 0.979 / 0.961 / 0.979, 0.936 / 0.945 / 0.940, 0.913 / 0.923
     # / 0.913, 0.893 / 0.896 / 0.901, 0.848 / 0.834 / 0.837; fp32 within 0.005; add +
     # LayerNorm 0.967 / 0.964, 0.949 / 0.943, 0.918 / 0.903 / 0.913, 0.865 / 0.850; add +
-    # RMSNorm and RMSNorm + fp8 within 0.01, mostly below. Committed (spec.row_cache):
+    # RMSNorm and RMSNorm + fp8 within 0.01, mostly below. Committed (Recipe.row_cache):
     # unfused 16-bit LayerNorm over clusters of eight or more.
     **{f"xl2{op}{x.value}{n}": (op, x, n, [committed(op, x, n), committed(op, x, n, "xl2"), committed(op, x, n)])
        for op, x, n in [(op, x, n) for op in ("layernorm", "rmsnorm") for x in (DType.BF16, DType.FP16, DType.FP32)
@@ -767,7 +769,7 @@ CANDIDATES = {  # name: (bench op, dtype, N, candidates)
                                                (512, 1, 4, True, "g1024", "s64", "b2", "pair1")]),
            ("rmsnorm", DType.BF16, 65536, [(256, 1, 4, True, "g1024", "s64", "b2", "pair4")]),
            ("layernorm", DType.BF16, 65536, [(256, 1, 4, True, "g1024", "s64", "b2", "pair4")])]},
-    # Early columns (colregK: the template's EarlyColumns, committed as spec.column_registers):
+    # Early columns (colregK: the template's EarlyColumns, committed as Recipe.column_registers):
     # a staged row loads the per-column vectors of its first output step's first K vectors
     # into registers before its statistics' reduction; colreg0, none (the committed choice
     # before). H100, eighteenth session (copy 2969-2986 GB/s; --check: outputs bit-identical
@@ -815,7 +817,7 @@ CANDIDATES = {  # name: (bench op, dtype, N, candidates)
                            ("rmsnorm+fp8", DType.BF16, 65536, 4), ("layernorm", DType.BF16, 65536, 2),
                            ("layernorm+int8", DType.BF16, 16384, 4), ("layernorm+fp8", DType.BF16, 16384, 4),
                            ("layernorm+int8", DType.FP16, 16384, 4), ("rmsnorm", DType.BF16, 262144, 2)]},
-    # The committed choice (spec.column_registers) against none on rows the groups above did
+    # The committed choice (Recipe.column_registers) against none on rows the groups above did
     # not time, twice: LayerNorm fp32 131072 0.889-0.901 / 0.877-0.883, 262144 0.808 /
     # 0.766-0.769; RMSNorm + fp8 131072 0.879-0.882 / 0.829-0.855, 262144 0.851-0.857 /
     # 0.819-0.832, 524288 0.800 / 0.775, fp16 262144 0.848-0.853 / 0.833-0.836; RMSNorm +
@@ -969,7 +971,7 @@ CANDIDATES = {  # name: (bench op, dtype, N, candidates)
                             ("add+layernorm", DType.BF16, 65536, (1, 2))]},
     # Twentieth session, H100 (copy 2959-2983 GB/s), on the nineteenth session's kernel. The
     # output passes' per-column vectors loaded A vectors ahead (colaheadA; committed since
-    # with the shift's fold: spec.column_ahead), without / with, outputs bit-identical:
+    # with the shift's fold: Recipe.column_ahead), without / with, outputs bit-identical:
     # LayerNorm + int8 32768 0.818-0.834 / 0.826-0.836 (one and two ahead alike), 65536
     # 0.716-0.718 / 0.718-0.725; + fp8 32768 0.830 / 0.837, 65536 0.721 / 0.725; add +
     # LayerNorm + int8 65536 0.853 / 0.786 (two); LayerNorm 65536 0.954 / 0.952, RMSNorm
@@ -1008,7 +1010,7 @@ CANDIDATES = {  # name: (bench op, dtype, N, candidates)
     # 0.853, 65536 0.710 / 0.753, fp16 int8 32768 0.844 / 0.842, 65536 0.730 / 0.758, add +
     # LayerNorm + int8 65536 0.831 / 0.836; fold alone: kept rows (int8 16384 0.886-0.890 /
     # 0.892-0.896, 8192 0.877-0.886 / 0.883-0.886) and LayerNorm 65536 / 262144 even. The
-    # committed form (spec.fold_shift, spec.column_ahead) folds only rows whose mean lies
+    # committed form (Recipe.fold_shift, Recipe.column_ahead) folds only rows whose mean lies
     # within a deviation of zero; the others keep the shift, two vectors a step. "fold"
     # groups: the nineteenth session's kernel (nofold) against it.
     **patch_groups("fold", (("nofold",), ()) * 2,
@@ -1141,7 +1143,7 @@ def paired(u: int) -> list:
 def column_prefetch(k: int) -> list:
     """Patches by which a staged row prefetches into L1 the gamma and beta of a thread's first
     k vectors before its statistics' reduction (the template's prefetch_columns, which
-    spec.column_prefetch commits for rows with a fused add)."""
+    Recipe.column_prefetch commits for rows with a fused add)."""
     at = "    const Stats st = share_stats<K, P, V, T, 1, C>(p, k, s1, s2, m, load, cols, sh_stats[ph], sh_again[ph]);"
     return [(at, f"    prefetch_columns<K, (P < {k} ? P : {k})>(p, cols);  // tune_tiles colpf\n" + at)]
 
@@ -1339,7 +1341,7 @@ PATCHES = {  # name: [(old, new), ...]
     # without adding weight_offset to every element
     # staged rows prefetch the first K of a thread's vectors' gamma and beta into L1 before
     # the statistics' reduction, so that the output pass after it waits less for them (the
-    # committed choice for rows with a fused add since the seventeenth session: spec.column_prefetch)
+    # committed choice for rows with a fused add since the seventeenth session: Recipe.column_prefetch)
     **{f"colpf{k}": column_prefetch(k) for k in (2, 4, 8)},
     "nooff": [("out[j] = d[j] * st.rstd * (g + p.weight_offset);", "out[j] = d[j] * st.rstd * g;")],
     # staged rows' timeline (scripts/trace_rows.py): each block's thread 0 records the global
@@ -1384,7 +1386,7 @@ PATCHES = {  # name: [(old, new), ...]
              "        b.template load<Cache::READ_ONLY>(i, static_cast<const W*>(p.beta) + col);"),
             ("sm.load(i, static_cast<const typename K::SM*>(p.smooth) + col);",
              "sm.template load<Cache::READ_ONLY>(i, static_cast<const typename K::SM*>(p.smooth) + col);")],
-    # rows that keep their shift beside folded ones (spec.fold_shift) take their output
+    # rows that keep their shift beside folded ones (Recipe.fold_shift) take their output
     # passes two vectors at a time instead of four
     "farstep2": [("constexpr int kFarStep = K::kFoldShift ? 4 : U;", "constexpr int kFarStep = K::kFoldShift ? 2 : U;")],
     # a staged block's phases, row by row (scripts/trace_rows.py --phases): thread 0 stores
@@ -1466,15 +1468,18 @@ def patched(files: dict, names) -> dict:
 
 @contextlib.contextmanager
 def candidate(op, x, n, cand):
-    """(spec, rendered files) of a candidate, with the tile tables set to it until exit."""
+    """(spec, rendered files) of a candidate, with the tile tables set to it until exit
+    (recipes are cached: the cache is cleared on entry and exit)."""
     threads, rows, cluster, staged, grid, *patch = cand
     if staged == TWO_PASS:
         saved, tiles.TWO_PASS_THREADS = tiles.TWO_PASS_THREADS, threads
+        recipe.cache_clear()
         try:
             spec = replace(call_spec(op, x), pipeline=Pipeline.TWO_PASS, bucket=None, vec=x.vmax)
             yield spec, patched(codegen.outputs([spec]), patch)
         finally:
             tiles.TWO_PASS_THREADS = saved
+            recipe.cache_clear()
         return
     special = (tiles.STREAMED_TILES, tiles.QUANT_LN_TILES, tiles.LEAN_LN_TILES, tiles.SINGLE_INPUT_TILES)
     saved = (tiles.ONE_PASS_TILES[x.itemsize].get(n), [dict(tiles.entries(t, x)) for t in special],
@@ -1482,7 +1487,8 @@ def candidate(op, x, n, cand):
     tiles.BUCKETS = tuple(sorted({*tiles.BUCKETS, n}))  # a candidate may be a bucket of its own
     # a bK patch is the tile's register budget too (a register-held one under 128 is lean)
     budget = [tiles.REGISTERS_PER_SM // (threads * rows * int(m[1])) for m in map(BLOCKS.match, patch) if m]
-    entry = (threads, rows, cluster, staged, *budget)
+    store = tiles.STREAMED if staged == tiles.STREAMED else tiles.STAGED if staged is True else tiles.REGISTERS
+    entry = tiles.Shape(threads, rows, cluster, store, budget[0] if budget else None)
     tiles.ONE_PASS_TILES[x.itemsize][n] = entry
     tiles.ONE_PASS_MAX_N[x] = max(saved[2], n)  # a candidate may take a row past the one-pass range
     for t in special:  # the candidate serves every op; in an op's own table its budget holds for fused ops too
@@ -1496,6 +1502,7 @@ def candidate(op, x, n, cand):
         tiles.kept_output_step = lambda tile, light, k=int(m[1]): k
     if SNOKEEP in patch:
         tiles.keeps_outputs = lambda t, x=None: KEEPS_OUTPUTS(t, x) and not t.stream_bytes
+    recipe.cache_clear()
     try:
         spec = replace(call_spec(op, x), pipeline=Pipeline.ONE_PASS, bucket=n, vec=x.vmax)
         yield spec, patched(codegen.outputs([spec]), patch)
@@ -1510,12 +1517,14 @@ def candidate(op, x, n, cand):
         tiles.KEEP_STAGE_BYTES = KEEP_STAGE_BYTES
         tiles.kept_output_step = KEPT_OUTPUT_STEP
         tiles.keeps_outputs = KEEPS_OUTPUTS
+        recipe.cache_clear()
 
 
 def describe(op, x, n, cand, spec) -> str:
     threads, rows, cluster, staged, grid, *patch = cand
     return (f"{op:14s} {x.value} N={n:6d} threads={threads:4d} rows={rows} cluster={cluster} "
-            f"staged={staged if staged in (TWO_PASS, tiles.STREAMED) else int(staged)} grid={grid!s:4s} {'+'.join(patch):10s} P={spec.tile.repeat:2d}")
+            f"staged={staged.value if staged == tiles.STREAMED else staged if staged == TWO_PASS else int(staged)} "
+            f"grid={grid!s:4s} {'+'.join(patch):10s} P={recipe(spec).tile.repeat:2d}")
 
 
 def ptxas_candidate(op, x, n, cand):
@@ -1524,7 +1533,8 @@ def ptxas_candidate(op, x, n, cand):
         folder = Path(tempfile.mkdtemp())
         codegen.write(folder, files)
         res = compile.compile_file(folder / spec.file_name).resources
-        print(f"{describe(op, x, n, cand, spec)} keep={spec.keep_outputs:d} stage={spec.tile.stage_bytes >> 10:3d} KB "
+        r = recipe(spec)
+        print(f"{describe(op, x, n, cand, spec)} keep={r.keep_outputs:d} stage={r.tile.stage_bytes >> 10:3d} KB "
               f"regs={res['registers']:3d} spills={res['spill_stores']}/{res['spill_loads']}", flush=True)
 
 
@@ -1585,7 +1595,7 @@ def time_dispatched(op, x, n, cand, ins, ceiling, spec):
             kernel.smem = int(m[1]) * 1024
             runtime.driver.funcSetAttribute(kernel.func, runtime._MAX_DYNAMIC_SHARED_SIZE_BYTES, kernel.smem)
             blocks = runtime.driver.occupancyMaxActiveBlocksPerMultiprocessor(kernel.func, kernel.block, kernel.smem)
-            kernel.max_groups = max(blocks * sms // kernel.cluster, 1) * spec.tile.waves
+            kernel.max_groups = max(blocks * sms // kernel.cluster, 1) * recipe(spec).tile.waves
         return kernel
 
     runtime._load = load_with_shared
@@ -1604,7 +1614,7 @@ def time_dispatched(op, x, n, cand, ins, ceiling, spec):
     if grid == F:
         kernel.max_groups = 1 << 30
     elif grid == "res":  # the clusters the device holds at once
-        kernel.max_groups = runtime.resident_clusters(kernel.func, spec.tile)
+        kernel.max_groups = runtime.resident_clusters(kernel.func, recipe(spec).tile)
     elif isinstance(grid, str) and grid[0] == "g":  # "gK": K row groups (blocks or clusters)
         kernel.max_groups = int(grid[1:])
     elif isinstance(grid, str):  # "rK": about K row groups per block, at least one wave

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from normgen import reference
+from normgen.recipe import recipe
 from normgen.spec import KernelSpec
 from normgen.types import QMAX, QUANT_NAMES, DType, FusedAdd, Norm, NormOutput, Pipeline, Quant
 
@@ -74,7 +75,7 @@ def shift_columns(spec: KernelSpec, n: int) -> tuple[int, ...]:
     rows over a cluster, the first 16 bytes (or vector). The two-pass pipeline's shift is
     the mean of its first chunk: all of that chunk's columns, so that the row is summed
     again around its mean."""
-    t = spec.tile
+    t = recipe(spec).tile
     v = t.vec
     if spec.pipeline == Pipeline.TWO_PASS:
         return tuple(range(min(n, t.threads_per_row * v * t.repeat)))

@@ -8,6 +8,7 @@ import pytest
 from normgen import codegen, devices
 from normgen.compile import compile_file, ptx_of
 from normgen.matrix import select
+from normgen.recipe import recipe
 from normgen.spec import parse_name
 from normgen.types import FusedAdd
 
@@ -30,7 +31,7 @@ def test_instance_compiles_without_spills(spec):
 
 def pipeline_of(spec) -> str:
     """The pipeline an instance's kernel runs: two-pass, streamed, cluster, staged or registers."""
-    t = spec.tile
+    t = recipe(spec).tile
     if spec.bucket is None:
         return "two_pass"
     return "streamed" if t.stream_bytes else "cluster" if t.cluster > 1 else "staged" if t.stage_bytes else "registers"

@@ -12,6 +12,7 @@ import pytest
 import normgen
 from normgen import codegen, devices, dispatch, ondemand, tiles
 from normgen.matrix import select
+from normgen.recipe import recipe
 from normgen.paths import GENERATED
 from normgen.arrays import View, view
 from normgen.spec import KernelSpec
@@ -235,15 +236,15 @@ def test_the_default_set_serves_every_n_and_alignment_of_its_families(arch):
 def test_instances_a_device_cannot_run_are_passed_over():
     sm80, sm86, sm90, sm100 = (devices.KNOWN[a] for a in (80, 86, 90, 100))
     ln = _call()
-    assert dispatch.choose(ln, 65536, 8, sm90).tile.cluster == 2
+    assert recipe(dispatch.choose(ln, 65536, 8, sm90)).tile.cluster == 2
     assert dispatch.choose(ln, 65536, 8, sm80).pipeline == Pipeline.TWO_PASS  # no clusters before sm_90
     fp32 = _call(DType.FP32)
-    assert dispatch.choose(fp32, 32768, 4, sm90).tile.shared_bytes == 128 * 1024
-    assert dispatch.choose(fp32, 32768, 4, sm80).tile.shared_bytes == 128 * 1024  # 163 KB there
+    assert recipe(dispatch.choose(fp32, 32768, 4, sm90)).tile.shared_bytes == 128 * 1024
+    assert recipe(dispatch.choose(fp32, 32768, 4, sm80)).tile.shared_bytes == 128 * 1024  # 163 KB there
     assert dispatch.choose(fp32, 32768, 4, sm86).pipeline == Pipeline.TWO_PASS  # 99 KB there
     quant = _call(quant=Quant.DYNAMIC, out=DType.INT8, scale=DType.FP32)
-    assert dispatch.choose(quant, 32768, 8, sm90).tile.stream_bytes
-    assert not dispatch.choose(quant, 32768, 8, sm100).tile.stream_bytes
+    assert recipe(dispatch.choose(quant, 32768, 8, sm90)).tile.stream_bytes
+    assert not recipe(dispatch.choose(quant, 32768, 8, sm100)).tile.stream_bytes
 
 
 def test_signatures_are_taken_of_torch_and_cupy_arrays_only():

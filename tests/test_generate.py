@@ -11,6 +11,7 @@ from click.testing import CliRunner
 from normgen import bench, codegen
 from normgen.cli import main
 from normgen.matrix import AXES, select
+from normgen.recipe import recipe
 from normgen.spec import parse_name
 from normgen.types import DType, Pipeline
 
@@ -46,13 +47,14 @@ def test_default_set_is_listed_and_is_the_common_set():
     assert len({s.bucket for s in fused}) == len(AXES["bucket"].values) + 1  # + None: two-pass
     # RMSNorm as LLM inference runs it: plain, add and store, dynamic or static int8/fp8
     rms = [s for s in specs if s.norm.value == "rmsnorm"]
-    assert {(s.x.value, s.fused_add, s.quant.value, s.out.value) for s in rms if s.fused} == {
+    assert {(s.x.value, s.fused_add, s.quant.value, s.out.value) for s in rms if recipe(s).op.fused} == {
         (x, add, q, out) for x in ("fp16", "bf16") for add in (0, 1)
         for q, out in [("none", x)] + [(m, o) for m in ("dq", "sq") for o in ("int8", "fp8")] if add or q != "none"}
-    assert {(s.w == s.x, s.smooth, s.x_bias, s.save_stats) for s in rms if s.fused} == {(True, None, False, False)}
+    assert {(s.w == s.x, s.smooth, s.x_bias, s.save_stats) for s in rms
+            if recipe(s).op.fused} == {(True, None, False, False)}
     assert len({s.bucket for s in rms}) == len(AXES["bucket"].values) + 1
     # plain RMSNorm in every precision and weight precision, with and without rstd
-    plain = [s for s in rms if not s.fused]
+    plain = [s for s in rms if not recipe(s).op.fused]
     assert {(s.x.value, s.w.value, s.save_stats) for s in plain} == {
         (x, w, mv) for x in ("fp32", "fp16", "bf16") for w in (x, "fp32") for mv in (False, True)}
     # every family has its fallback: two-pass over single elements, for any N and alignment
@@ -211,9 +213,9 @@ def test_tuning_patches_apply_to_the_rendered_header():
                        for p in patches), patches
     streamed = tune.committed("layernorm+int8", DType.BF16, 65536)
     with tune.candidate("layernorm+int8", DType.BF16, 65536, streamed + (tune.SNOKEEP,)) as (spec, _):
-        assert not spec.keep_outputs  # snokeep: streamed rows do not keep their outputs
+        assert not recipe(spec).keep_outputs  # snokeep: streamed rows do not keep their outputs
     with tune.candidate("layernorm+int8", DType.BF16, 65536, streamed) as (spec, _):
-        assert spec.keep_outputs
+        assert recipe(spec).keep_outputs
 
 
 def test_tuning_candidates_of_the_committed_tiles_are_the_committed_kernels():

@@ -10,6 +10,7 @@ import pytest
 import normgen
 from normgen import dispatch, reference
 from normgen.codegen import GENERATED
+from normgen.recipe import recipe
 from normgen.types import DType
 
 from .gpu import (
@@ -114,8 +115,8 @@ def test_resident_clusters_stride_over_the_rows(seed):
     y = normgen.rmsnorm(x, g)
     (key,) = set(dispatch._kernels) - before
     kernel = dispatch._kernels[key]
-    assert kernel.spec.tile.resident and kernel.spec.tile.cluster >= 8
-    assert kernel.max_groups == runtime.resident_clusters(kernel.func, kernel.spec.tile) < m
+    assert recipe(kernel.spec).tile.resident and recipe(kernel.spec).tile.cluster >= 8
+    assert kernel.max_groups == runtime.resident_clusters(kernel.func, recipe(kernel.spec).tile) < m
     want = reference.rmsnorm(cupy.asnumpy(x), cupy.asnumpy(g), 1e-6)
     assert_close(y, cupy.asarray(want), DType.BF16, f"N={n} rows={m}")
     for r in (0, kernel.max_groups, m - 1):  # the first and a second row of cluster 0, the last
@@ -144,7 +145,7 @@ def test_streamed_rows_stride_over_the_rows(quant, seed):
         dispatch._kernels.clear()
         out = normgen.layernorm(x, g, b, quant=quant)
         (kernel,) = dispatch._kernels.values()
-        assert kernel.spec.tile.stream_bytes and kernel.max_groups < m, kernel.spec.name
+        assert recipe(kernel.spec).tile.stream_bytes and kernel.max_groups < m, kernel.spec.name
         # one wave of as many blocks as the device holds at once (one an SM), each taking many rows
         sms = cupy.cuda.runtime.getDeviceProperties(0)["multiProcessorCount"]
         assert sms // 2 < kernel.max_groups * kernel.cluster <= sms, (kernel.spec.name, kernel.max_groups, sms)
@@ -172,8 +173,8 @@ def test_rows_of_the_bucket_length_run_the_whole_row_kernel(seed):
         y = normgen.layernorm(x, g, b)
         (key,) = set(dispatch._kernels) - before
         kernel = dispatch._kernels[key]
-        assert kernel.spec.bucket == 65536 and kernel.spec.tile.stage_bytes
-        assert kernel.symbol == (kernel.spec.full_symbol if n == 65536 else kernel.spec.symbol), n
+        assert kernel.spec.bucket == 65536 and recipe(kernel.spec).tile.stage_bytes
+        assert kernel.symbol == (recipe(kernel.spec).full_symbol if n == 65536 else kernel.spec.symbol), n
         want = reference.layernorm(cupy.asnumpy(x), cupy.asnumpy(g), cupy.asnumpy(b), 1e-5)
         assert_close(y, cupy.asarray(want), DType.BF16, f"N={n}")
 

@@ -21,6 +21,7 @@ import pytest
 from normgen import devices, dispatch, runtime, tiles
 from normgen.arrays import View
 from normgen.matrix import select
+from normgen.recipe import recipe
 from normgen.spec import invalid_reason, parse_name
 from normgen.types import DType, FusedAdd, Norm, Pipeline, Quant
 
@@ -193,8 +194,8 @@ def test_sanitize_cases_cover_every_pipeline_and_epilogue(default_set):
     for _, e in impossible:
         assert not [s for s in sanitize.search_space(e) if sanitize.pipeline_of(s) == "streamed"]
     # the clusters' cases are resident (fixed grids), and streamed rows over a cluster have their own
-    assert all(c.spec.tile.resident for c in cases if c.pipeline == "cluster")
-    assert any(c.pipeline == "streamed" and c.spec.tile.cluster > 1 for c in cases)
+    assert all(recipe(c.spec).tile.resident for c in cases if c.pipeline == "cluster")
+    assert any(c.pipeline == "streamed" and recipe(c.spec).tile.cluster > 1 for c in cases)
 
 
 def test_sanitize_calls_stride_fixed_grids_over_more_than_one_row(default_set):
@@ -206,7 +207,8 @@ def test_sanitize_calls_stride_fixed_grids_over_more_than_one_row(default_set):
             assert s.bucket is None or n <= s.bucket, (s.name, n)
         if s.pipeline == Pipeline.ONE_PASS:
             assert sanitize.n_values(s)[0] == s.bucket  # the whole-row kernel, where there is one
-        assert sanitize.fixed_grid(s) == (c.pipeline == "streamed" or (c.pipeline == "cluster" and s.tile.resident))
+        resident = c.pipeline == "cluster" and recipe(s).tile.resident
+        assert sanitize.fixed_grid(s) == (c.pipeline == "streamed" or resident)
     for groups, rpb in ((92, 1), (132, 1), (45, 2)):
         m = sanitize.rows_for(True, groups, rpb)
         assert m > 2 * groups * rpb  # every group strides over two rows or more

@@ -4,6 +4,7 @@ from dataclasses import replace
 import pytest
 
 from normgen import dispatch, tiles
+from normgen.recipe import recipe
 from normgen.matrix import Selection, select
 from normgen.spec import KernelSpec, SpecError, invalid_reason, parse_name
 from normgen.types import Cache, DType, FusedAdd, Norm, Pipeline, Quant
@@ -124,7 +125,7 @@ def test_buckets_cover_one_pass_range():
     ("layernorm_fwd_bf16_add1_2p_v8", False),
 ])
 def test_which_instances_keep_columns_packed(name, packed):
-    assert parse_name(name).pack_columns is packed
+    assert recipe(parse_name(name)).pack_columns is packed
 
 
 @pytest.mark.parametrize("name, keeps", [
@@ -141,7 +142,7 @@ def test_which_instances_keep_columns_packed(name, packed):
     ("layernorm_fwd_bf16_dqint8_syfp32_2p_v8", False),
 ])
 def test_which_instances_keep_their_outputs(name, keeps):
-    assert parse_name(name).keep_outputs is keeps
+    assert recipe(parse_name(name)).keep_outputs is keeps
 
 
 @pytest.mark.parametrize("name, step", [
@@ -157,7 +158,7 @@ def test_which_instances_keep_their_outputs(name, keeps):
     ("rmsnorm_fwd_fp32_add1_dqfp8_syfp32_nb131072_1p_v1", 4),  # narrow vectors (32 a thread)
 ])
 def test_how_many_vectors_output_passes_take_at_a_time(name, step):
-    assert parse_name(name).output_step == step
+    assert recipe(parse_name(name)).output_step == step
 
 
 @pytest.mark.parametrize("name, vectors", [
@@ -170,7 +171,7 @@ def test_how_many_vectors_output_passes_take_at_a_time(name, step):
     ("layernorm_fwd_bf16_add1_2p_v8", 0),
 ])
 def test_which_staged_rows_prefetch_their_columns(name, vectors):
-    assert parse_name(name).column_prefetch == vectors
+    assert recipe(parse_name(name)).column_prefetch == vectors
 
 
 @pytest.mark.parametrize("name, vectors", [
@@ -193,7 +194,7 @@ def test_which_staged_rows_prefetch_their_columns(name, vectors):
     ("rmsnorm_fwd_bf16_2p_v8", 0),
 ])
 def test_which_staged_rows_load_their_columns_early(name, vectors):
-    assert parse_name(name).column_registers == vectors
+    assert recipe(parse_name(name)).column_registers == vectors
 
 
 @pytest.mark.parametrize("name, stage_bytes, blocks", [
@@ -218,9 +219,9 @@ def test_which_staged_rows_load_their_columns_early(name, vectors):
     ("rmsnorm_fwd_bf16_dqfp8_syfp32_nb8192_1p_v8", 0, 2),
 ])
 def test_stage_bytes_and_residency(name, stage_bytes, blocks):
-    spec = parse_name(name)
-    assert spec.tile.stage_bytes == stage_bytes
-    assert spec.min_blocks_per_sm == blocks
+    r = recipe(parse_name(name))
+    assert r.tile.stage_bytes == stage_bytes
+    assert r.min_blocks_per_sm == blocks
 
 
 @pytest.mark.parametrize("name, cluster", [
@@ -242,15 +243,16 @@ def test_which_rows_are_streamed(name, cluster):
     of the row in registers, shared memory for its share of the next row's stage, of gamma and
     of beta, and an mbarrier."""
     spec = parse_name(name)
-    t = spec.tile
+    r = recipe(spec)
+    t = r.tile
     assert bool(t.stream_bytes) is (cluster > 0)
     if cluster:
         share = spec.bucket // cluster * 2
         assert (t.stage_bytes, t.stream_bytes, t.block_threads, t.cluster) == (0, 3 * share + 16, 1024, cluster)
-        assert t.shared_bytes == t.stream_bytes and spec.min_blocks_per_sm == 1
-        assert t.waves == 1 and t.resident == (cluster > 1) and spec.fold_shift
+        assert t.shared_bytes == t.stream_bytes and r.min_blocks_per_sm == 1
+        assert t.waves == 1 and t.resident == (cluster > 1) and r.fold_shift
         # bf16 clusters keep their outputs (in the whole-row kernel; the other folds its shift)
-        assert spec.keep_outputs is (cluster > 1 and spec.x == DType.BF16)
+        assert r.keep_outputs is (cluster > 1 and spec.x == DType.BF16)
 
 
 @pytest.mark.parametrize("name, cache", [
@@ -269,7 +271,7 @@ def test_which_rows_are_streamed(name, cluster):
     ("layernorm_fwd_bf16_2p_v8", Cache.NORMAL),
 ])
 def test_where_rows_leave_their_lines(name, cache):
-    assert parse_name(name).row_cache is cache
+    assert recipe(parse_name(name)).row_cache is cache
 
 
 @pytest.mark.parametrize("name, resident", [
@@ -282,7 +284,7 @@ def test_where_rows_leave_their_lines(name, cache):
     ("rmsnorm_fwd_bf16_2p_v8", False),
 ])
 def test_which_tiles_launch_the_resident_clusters_once(name, resident):
-    assert parse_name(name).tile.resident is resident
+    assert recipe(parse_name(name)).tile.resident is resident
 
 
 @pytest.mark.parametrize("name, full", [
@@ -305,9 +307,10 @@ def test_which_tiles_launch_the_resident_clusters_once(name, resident):
 ])
 def test_which_instances_have_a_whole_row_kernel(name, full):
     spec = parse_name(name)
-    assert spec.whole_row_kernel is full
-    assert spec.full_symbol == (spec.name + "_full" if full else None)
-    assert [s for s, _ in spec.kernels] == [spec.symbol] + ([spec.full_symbol] if full else [])
+    r = recipe(spec)
+    assert r.whole_row_kernel is full
+    assert r.full_symbol == (spec.name + "_full" if full else None)
+    assert [s for s, _ in r.kernels] == [spec.symbol] + ([r.full_symbol] if full else [])
 
 
 def test_rows_no_one_pass_bucket_holds_take_the_two_pass_pipeline():
@@ -321,7 +324,7 @@ def test_1024_thread_blocks_leave_an_x_bias_with_an_add_to_the_next_instance():
     spec = replace(parse_name("layernorm_fwd_fp32_nb65536_1p_v4"), x_bias=True, fused_add=FusedAdd.NO_STORE)
     wider = replace(spec, bucket=262144)
     for s in (spec, wider):
-        assert s.tile.block_threads == 1024 and "x-bias and a residual" in invalid_reason(s)
+        assert recipe(s).tile.block_threads == 1024 and "x-bias and a residual" in invalid_reason(s)
     assert next(dispatch.candidates(spec, 40000, 4)).bucket == 131072
     assert next(dispatch.candidates(spec, 200000, 4)).pipeline == Pipeline.TWO_PASS
     assert invalid_reason(replace(spec, fused_add=FusedAdd.NONE)) is None

@@ -1,0 +1,84 @@
+"""The recipe: one policy for how an instance is built, rendered as the instance's Traits."""
+import dataclasses
+import re
+
+import pytest
+
+from normgen import codegen, tiles
+from normgen.matrix import Selection, select
+from normgen.recipe import Recipe, recipe
+from normgen.spec import KernelSpec, parse_name
+from normgen.types import DType, Pipeline
+
+# the default set, and fusions and precisions beyond it (x-bias, fp32 columns, narrow vectors,
+# smooth scales and per-row scales of other precisions)
+BEYOND = Selection(axes={"x_bias": ("0", "1"), "fused_add": ("0", "2"), "wprec": ("fp32",),
+                         "quant": ("none", "int8"), "smooth": ("none", "bf16"), "scale_prec": ("fp16",),
+                         "vec": ("2", "max")})
+SAMPLE = select() + select(BEYOND)[::5]
+
+POLICY = ("tile", "op", "whole_row_kernel", "full_symbol", "kernels", "pack_columns", "keep_outputs",
+          "output_step", "light_columns", "column_prefetch", "column_registers", "fold_shift",
+          "column_ahead", "row_cache", "fused", "min_blocks_per_sm")
+
+_CONSTANT = re.compile(r"static constexpr [\w:]+ (k\w+) = (?:normgen::)?([\w:]+);")
+_BOUNDS = re.compile(r"__launch_bounds__\((\d+), (\d+)\)")
+_KERNEL = re.compile(r"^(\w+)\(const normgen::Params p\) \{\n  normgen::norm_fwd<Traits, (true|false)>\(p\);", re.M)
+
+
+def _lower(flag: bool) -> str:
+    return str(bool(flag)).lower()
+
+
+def test_the_rendered_traits_are_the_recipe():
+    assert {s.pipeline for s in SAMPLE} == set(Pipeline) and len(SAMPLE) > 2000
+    for spec in SAMPLE:
+        r = recipe(spec)
+        t = r.tile
+        text = codegen.render_instance(spec)
+        traits = dict(_CONSTANT.findall(text))
+        assert traits == {
+            "kNorm": spec.norm.cpp, "kPipeline": spec.pipeline.cpp, "kFusedAdd": str(int(spec.fused_add)),
+            "kXBias": _lower(spec.x_bias), "kQuant": spec.quant.cpp, "kSmooth": _lower(spec.smooth is not None),
+            "kSaveStats": _lower(spec.save_stats),
+            "kThreadsPerRow": str(t.threads_per_row), "kRowsPerBlock": str(t.rows_per_block),
+            "kVec": str(t.vec), "kRepeat": str(t.repeat), "kCluster": str(t.cluster),
+            "kStaged": _lower(t.stage_bytes), "kStreamed": _lower(t.stream_bytes), "kLean": _lower(t.lean),
+            "kPackColumns": _lower(r.pack_columns), "kKeepOutputs": _lower(r.keep_outputs),
+            "kRowCache": r.row_cache.cpp, "kOutputStep": str(r.output_step),
+            "kColumnPrefetch": str(r.column_prefetch), "kColumnRegisters": str(r.column_registers),
+            "kColumnAhead": str(r.column_ahead), "kFoldShift": _lower(r.fold_shift),
+        }, spec.name
+        kernels = [(symbol, full == "true") for symbol, full in _KERNEL.findall(text)]
+        assert kernels == list(r.kernels) and kernels[0] == (spec.symbol, False), spec.name
+        assert _BOUNDS.findall(text) == [(str(t.block_threads), str(r.min_blocks_per_sm))] * len(kernels)
+        assert text.count(f"__cluster_dims__({t.cluster}, 1, 1)") == (len(kernels) if t.cluster > 1 else 0)
+        assert r.full_symbol == (spec.name + "_full" if r.whole_row_kernel else None)
+
+
+def test_a_recipe_is_frozen_hashable_and_cached():
+    spec = parse_name("layernorm_fwd_bf16_dqint8_syfp32_nb65536_1p_v8")
+    r = recipe(spec)
+    assert isinstance(r, Recipe) and hash(r) == hash(dataclasses.replace(r))
+    assert recipe(parse_name(spec.name)) is r  # equal specs share one recipe
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        r.output_step = 1
+    assert len({recipe(s) for s in SAMPLE[:200]}) > 1
+
+
+def test_a_spec_holds_identity_only():
+    fields = {f.name for f in dataclasses.fields(KernelSpec)}
+    assert fields == {"norm", "x", "w", "out", "fused_add", "x_bias", "quant", "smooth", "scale",
+                      "save_stats", "pipeline", "bucket", "vec"}
+    for spec in (parse_name("layernorm_fwd_bf16_dqint8_syfp32_nb32768_1p_v8"), parse_name("rmsnorm_fwd_fp32_2p_v1")):
+        for attr in POLICY:
+            assert not hasattr(spec, attr), attr
+        assert spec.symbol == spec.file_stem == spec.test_id == spec.name and spec.file_name == spec.name + ".cu"
+
+
+def test_tile_tables_hold_shapes():
+    tables = (tiles.ONE_PASS_TILES, tiles.QUANT_LN_TILES, tiles.STREAMED_TILES, tiles.LEAN_LN_TILES,
+              tiles.SINGLE_INPUT_TILES)
+    shapes = [shape for table in tables for entries in table.values() for shape in entries.values()]
+    assert shapes and all(isinstance(s, tiles.Shape) and isinstance(s.store, tiles.Store) for s in shapes)
+    assert {s.store for s in tiles.STREAMED_TILES[DType.BF16].values()} == {tiles.Store.STREAMED}
