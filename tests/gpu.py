@@ -365,17 +365,21 @@ def assert_scales(s, ref: np.ndarray, what: str):
 
 def check_call(call: KernelSpec, case: Case, e: Expected, what: str) -> None:
     """Make the call a case describes (its semantics: call), into poisoned allocations, and
-    check every output against the reference: y within the tolerances above, codes given
-    the scales, scales, the stored residual bit for bit, the statistics."""
-    import cupy
-
+    check its outputs (check_outputs)."""
     import normgen
 
     fn, args, kw = call_args(call, e.inputs, case)
     with poisoned_allocations():
         out = getattr(normgen, fn)(*args, **kw)
-    if not isinstance(out, NormOutput):
-        out = NormOutput(out)
+    check_outputs(call, case, e, out if isinstance(out, NormOutput) else NormOutput(out), what)
+
+
+def check_outputs(call: KernelSpec, case: Case, e: Expected, out: NormOutput, what: str) -> None:
+    """Every output of a call against the reference, on the outputs' device (the current
+    one): y within the tolerances above, codes given the scales, scales, the stored residual
+    bit for bit, the statistics."""
+    import cupy
+
     ref = e.ref
     if call.quant == Quant.NONE:
         assert_close(out.y, cupy.asarray(ref.y), call.x, what, exact=lambda: unrounded(case))
@@ -384,7 +388,7 @@ def check_call(call: KernelSpec, case: Case, e: Expected, what: str) -> None:
             assert_scales(out.scale, ref.scale, what)
             scale = cupy.asnumpy(out.scale).astype(np.float64)[..., None]  # codes given the scale
         else:
-            scale = float(cupy.asnumpy(kw["quant_scale"])[0])
+            scale = float(cupy.asnumpy(e.inputs["quant_scale"][call.out])[0])
         assert_codes(out.y, e.y64 / scale, call.out, what)
     if call.fused_add == FusedAdd.STORE:
         assert_bits_equal(out.residual, ref.residual, what + " residual")

@@ -14,11 +14,10 @@ import normgen
 from normgen import dispatch, reference
 from normgen.codegen import GENERATED
 from normgen.spec import parse_name
-from normgen.types import DType, FusedAdd, NormOutput, Quant
+from normgen.types import DType, NormOutput
 
 from .gpu import (
-    Case, Expected, assert_bits_equal, assert_close, assert_codes, assert_scales, assert_stats, call_args, case_seed,
-    gpu_reason, make_inputs, requires_gpu, semantics,
+    Case, Expected, call_args, case_seed, check_outputs, gpu_reason, make_inputs, requires_gpu, semantics,
 )
 
 
@@ -79,28 +78,6 @@ def _expected_on(device: int, case: Case) -> Expected:
     return Expected(dev, ref, y64)
 
 
-def _compare(call, case: Case, e: Expected, out: NormOutput, what: str) -> None:
-    """tests.gpu.check_call's comparisons, on the outputs' device (the current one)."""
-    import cupy
-
-    ref = e.ref
-    if call.quant == Quant.NONE:
-        assert_close(out.y, cupy.asarray(ref.y), call.x, what, exact=lambda: e.y64)
-    else:
-        if call.quant == Quant.DYNAMIC:
-            assert_scales(out.scale, ref.scale, what)
-            scale = cupy.asnumpy(out.scale).astype(np.float64)[..., None]
-        else:
-            scale = float(cupy.asnumpy(e.inputs["quant_scale"][call.out])[0])
-        assert_codes(out.y, e.y64 / scale, call.out, what)
-    if call.fused_add == FusedAdd.STORE:
-        assert_bits_equal(out.residual, ref.residual, what + " residual")
-    else:
-        assert out.residual is None, what
-    if call.save_stats:
-        assert_stats(out.mean, out.rstd, ref.mean, ref.rstd, what)
-
-
 def _cases(seed, calls=CALLS):
     for name, n, m in calls:
         call = semantics(parse_name(name))
@@ -148,7 +125,7 @@ def test_cupy_inputs_on_device_1_while_device_0_is_current(seed):
         for name, v in zip(NormOutput._fields, out):
             assert v is None or v.device.id == 1, f"{what}: {name} on device {v.device.id}"
         with cupy.cuda.Device(1):
-            _compare(call, case, e, out, what)
+            check_outputs(call, case, e, out, what)
 
 
 def test_torch_inputs_on_device_1_while_device_0_is_current(seed):
@@ -168,7 +145,7 @@ def test_torch_inputs_on_device_1_while_device_0_is_current(seed):
             assert v is None or (isinstance(v, torch.Tensor) and v.device.index == 1), f"{what}: {name} {v.device}"
         torch.cuda.synchronize(1)
         with cupy.cuda.Device(1):
-            _compare(call, case, e, NormOutput(*(None if v is None else _to_cupy(v) for v in out)), what)
+            check_outputs(call, case, e, NormOutput(*(None if v is None else _to_cupy(v) for v in out)), what)
 
 
 THREADS = 4  # two a device
@@ -213,7 +190,7 @@ def test_threads_on_both_devices_at_once(seed):
                             if tstream is not None:
                                 tstream.synchronize()
                                 out = NormOutput(*(None if v is None else _to_cupy(v) for v in out))
-                            _compare(call, case, e, out, f"thread {t} ({lib}, device {device}) round {r} "
+                            check_outputs(call, case, e, out, f"thread {t} ({lib}, device {device}) round {r} "
                                                          f"{call.name} N={case.n} M={case.m} seed {seed}")
                             calls[t] += 1
         except BaseException as exc:  # reported by the main thread
