@@ -25,6 +25,7 @@ def assert_compiles_clean(path, arch="sm_90"):
     assert "warning" not in compiled.log, compiled.log
 
 
+@pytest.mark.compile_all
 def test_instance_compiles_without_spills(spec):
     assert_compiles_clean(source_dir() / spec.file_name)
 
@@ -50,6 +51,7 @@ def representatives(arch: int) -> list:
 OTHER_ARCHS = [rep for arch in sorted(devices.KNOWN) if arch != 90 for rep in representatives(arch)]
 
 
+@pytest.mark.compile_all
 @pytest.mark.parametrize("arch, instance", OTHER_ARCHS, ids=[f"sm_{a}-{s.name}" for a, s in OTHER_ARCHS])
 def test_each_pipeline_and_epilogue_compiles_for_every_architecture(arch, instance):
     assert_compiles_clean(source_dir() / instance.file_name, arch=f"sm_{arch}")
