@@ -183,16 +183,11 @@ class Tile:
     @property
     def waves(self) -> int:
         """Blocks launched per block the device holds at once (when there are rows enough):
-        blocks that stride over many rows finish unevenly and leave SMs idle at the end,
-        and a block's rows run in lockstep phases (load, reduce, store); more, shorter-lived
-        blocks let the block scheduler balance the tail and mix the phases on each SM.
-        Measured on an H100 (scripts/tune_tiles.py, bf16, M x N = 2^27): 16 waves of
-        register-held rows reach 0.95-0.98 of copy where one wave reached 0.88-0.92, and
-        4 waves of cluster-staged rows 0.80-0.88 where one reached 0.58-0.85. Staged rows of
-        one block (QUANT_LN_TILES) want 16 too: LayerNorm + int8 at 8192 0.81 with 4, 0.85
-        with 16 (128 threads), 16384 0.85 -> 0.88 (256 threads). (Resident tiles launch one
-        wave of the clusters the device holds: runtime.resident_clusters. Streamed blocks
-        launch one wave: each streams its next row while it works on this one.)"""
+        blocks that stride over many rows finish unevenly and leave SMs idle at the end, and
+        more, shorter-lived blocks let the scheduler balance the tail and mix the phases
+        (load, reduce, store) on each SM. Resident tiles launch one wave of the clusters the
+        device holds (runtime.resident_clusters); streamed blocks one wave, each streaming
+        its next row while it works on this one (docs/policy.md: tile waves)."""
         if self.stream_bytes:
             return 1
         return 4 if self.stage_bytes and self.cluster > 1 else 16
@@ -201,10 +196,9 @@ class Tile:
     def min_blocks_per_sm(self) -> int:
         """__launch_bounds__' residency target: as many blocks as the register budget lets an
         SM hold, or as its shared memory does, if fewer. Register-held rows get 128
-        registers a thread (512 resident threads), which keeps two 256-thread blocks on an
-        SM: left free, ptxas gave unfused LayerNorm at 8192 134 registers, one block per SM,
-        0.97 -> 0.82 of copy on an H100. Staged blocks must share an SM (that is their
-        point): 64 registers (1024 resident threads) unless the table says otherwise."""
+        registers a thread, which keeps two 256-thread blocks on an SM; staged blocks must
+        share an SM (that is their point): 64 registers unless the table says otherwise
+        (docs/policy.md: min_blocks_per_sm)."""
         blocks = REGISTERS_PER_SM // (self.block_threads * self.registers)
         if self.shared_bytes:
             blocks = min(blocks, SHARED_PER_SM // (self.shared_bytes + 1024))
@@ -233,14 +227,9 @@ KEEP_STAGE_BYTES = 64 * 1024
 def keeps_outputs(tile: Tile, x: DType | None = None) -> bool:
     """Whether a one-pass row can keep its float outputs between a dynamic quant's absolute
     maximum and the stores, instead of computing them twice: in registers (at most 32 per
-    thread, in blocks built for 128 registers), or, staged, in shared memory as floats (at
-    most KEEP_STAGE_BYTES per block: three blocks per SM). Measured on an H100 (bf16, 16
-    waves): LayerNorm + int8 at 8192 (256 threads) 0.56 without, 0.59 with (before packed
-    columns); at 16384 (512 threads, with packed columns) + int8 0.63 -> 0.65, + fp8 0.66 ->
-    0.71-0.72. Staged over a cluster of two at 32768 no faster (0.74 -> 0.73: 3 blocks per SM
-    instead of 4); the float rows are what QUANT_LN_TILES' one-block rows are built on.
-    Streamed rows (in registers, 32 floats a thread at 64 registers) where they span a
-    cluster and x is of STREAMED_KEEP's types."""
+    thread, in blocks built for 128 registers), staged in shared memory as floats (at most
+    KEEP_STAGE_BYTES per block), or, streamed, in registers where the row spans a cluster and
+    x is of STREAMED_KEEP's types (docs/policy.md: keep_outputs)."""
     if tile.stage_bytes:
         return float_stage_bytes(tile) <= KEEP_STAGE_BYTES
     if tile.stream_bytes:
@@ -250,17 +239,10 @@ def keeps_outputs(tile: Tile, x: DType | None = None) -> bool:
 
 def kept_output_step(tile: Tile, light: bool) -> int:
     """The vectors at a time of a staged row's output passes where it keeps its outputs
-    (Recipe.output_step). Rows of one block built for 64 registers or more whose only
-    per-column vectors are gamma and beta of x's precision (`light`) take all of them at
-    once: each step waits for its gamma and beta from L2, and fewer steps a row mean fewer
-    such waits. Measured on an H100 (tune_tiles.py "keepu" groups, seventeenth session), two
-    at a time / four / all eight: LayerNorm + int8 bf16 16384 0.865-0.872 / 0.887-0.893 /
-    0.889-0.896, + fp8 0.864-0.869 / 0.894 / 0.890, + int8 fp16 0.851 / 0.904 / 0.912 (one at
-    a time: 0.849-0.853). Elsewhere two: at 8192's 48 registers more spilled (ptxas, NVRTC
-    13.5), so did 16384 with fp32 columns (NVRTC 13.0 and 13.5) and fp16 with a fused add
-    not stored (13.0); with a smooth scale no faster (0.657-0.663 / 0.647 / 0.657); and
-    rows over clusters ran slower so (bf16 131072 0.620-0.627 / 0.626 / 0.598, fp32 131072
-    0.634-0.635 / 0.621 / 0.603, fp32 32768 0.803-0.811 / 0.816 / 0.805)."""
+    (Recipe.output_step): all of them in one-block rows of 64 registers or more whose only
+    per-column vectors are gamma and beta of x's precision (`light`), since each step waits
+    for its columns from L2; else two, which kept the others from spilling
+    (docs/policy.md: output_step)."""
     if light and tile.cluster == 1 and tile.registers >= 64:
         return tile.repeat
     return 2 if tile.repeat % 2 == 0 else tile.repeat
@@ -274,17 +256,10 @@ def float_stage_bytes(tile: Tile) -> int:
 def pack_columns(tile: Tile, column_vectors: int, fused: bool, keeps: bool) -> bool:
     """Whether a one-pass block keeps its held 16-bit per-column vectors (gamma, beta,
     x-bias, smooth scale: column_vectors of them) as loaded, converting them at each use,
-    rather than letting the compiler keep them as floats: twice the registers. Worth it where
-    they push the registers past an occupancy step or into spills. Measured on an H100
-    (tune_tiles.py and the benchmark, 16 waves): LayerNorm + int8 at 8192, 165 -> 128
-    registers, 1 -> 2 blocks per SM, 0.54 -> 0.74 of copy; add + LayerNorm at 8192 0.86 ->
-    0.97; LayerNorm + fp8 0.80-0.85 -> 0.86-0.91 up to 4096. Unfused rows pack from 256
-    threads a row (8192): there float columns took all 128 registers and the device's NVRTC
-    13.0 spilled 4 bytes, packed ran no slower (0.956-0.966 -> 0.959-0.971); at 1024-2048
-    packing cost 0.004-0.006 (0.981-0.983 -> 0.976-0.979), at 4096 nothing (0.975-0.984).
-    Blocks of 512 threads, which fit one per SM either way, pay the conversions (LayerNorm +
-    int8 at 16384: 0.63 -> 0.59) -- unless they keep outputs (`keeps`), which spill 64 bytes
-    with float columns."""
+    rather than as floats (twice the registers): where they would push the registers past an
+    occupancy step or into spills, in register-held fused rows or rows of 256 threads or
+    more, in blocks of at most 256 threads or that keep their outputs (docs/policy.md:
+    pack_columns)."""
     floats = column_vectors * tile.repeat * tile.vec
     wanted = fused or tile.threads_per_row >= 256
     return wanted and tile.stage_bytes == 0 and (tile.block_threads <= 256 or keeps) and floats > 32
