@@ -18,6 +18,7 @@ import threading
 import time
 import warnings
 from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -252,16 +253,9 @@ def build(specs, source_dir, archs, jobs: int = 0, progress: bool = False) -> li
             bar.update()
 
     try:
-        n = _jobs(jobs, len(todo))
-        if n == 1:
-            for item in todo:
-                collect(*one(item))
-        else:
-            from concurrent.futures import ThreadPoolExecutor, as_completed
-
-            with ThreadPoolExecutor(n, thread_name_prefix="normgen-build") as pool:
-                for fut in as_completed([pool.submit(one, item) for item in todo]):
-                    collect(*fut.result())
+        with ThreadPoolExecutor(_jobs(jobs, len(todo)), thread_name_prefix="normgen-build") as pool:
+            for fut in as_completed([pool.submit(one, item) for item in todo]):
+                collect(*fut.result())
     finally:
         if bar is not None:
             bar.close()

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import enum
 import os
-import re
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -11,7 +10,7 @@ from typing import Iterable
 
 import jinja2
 
-from . import params
+from . import params, registry
 from .paths import GENERATED, HEADER, REGISTRY, TEMPLATES  # noqa: F401 (GENERATED: generate.py's default)
 from .recipe import recipe
 from .spec import KernelSpec, SpecError, looks_like_name, parse_name
@@ -56,12 +55,14 @@ def outputs(specs: Iterable[KernelSpec]) -> dict[str, str]:
 
 def registered(out_dir: Path) -> list[KernelSpec]:
     """The instances a generated folder's registry lists (none where it has no registry);
-    names that no longer stand for a valid instance are left out."""
-    path = Path(out_dir) / REGISTRY
-    if not path.is_file():
+    names that no longer stand for a valid instance, or a registry an older normgen wrote
+    that no longer reads, are left out (adding then registers the folder anew)."""
+    try:
+        names = registry.load(out_dir).values()
+    except (SyntaxError, NameError, AttributeError, ImportError):
         return []
     specs = []
-    for name in re.findall(r': "([a-z0-9_]+)",$', path.read_text(), re.MULTILINE):
+    for name in names:
         try:
             specs.append(parse_name(name))
         except SpecError:

@@ -4,7 +4,6 @@ first call for a new shape class also resolves the instance through the generate
 and compiles it (normgen.runtime)."""
 from __future__ import annotations
 
-import importlib.util
 import math
 import numbers
 from pathlib import Path
@@ -12,6 +11,7 @@ from dataclasses import dataclass, replace
 from typing import Callable, Optional
 
 from . import arrays, devices, ondemand, paths, runtime, tiles
+from . import registry as registry_file
 from .ondemand import NormgenWarning, set_strict  # noqa: F401 (public)
 from .spec import KernelSpec, invalid_reason
 from .types import FLOAT_INPUTS, QUANT_NAMES, DType, FusedAdd, Norm, NormOutput, Pipeline, Quant
@@ -38,16 +38,11 @@ def use_generated(path, registry: Optional[dict] = None) -> None:
 
 
 def registry() -> dict:
+    """GENERATED_DIR's registry; empty where it has none (every call is then generated on
+    demand, or refused in strict mode)."""
     global _registry
     if _registry is None:
-        path = GENERATED_DIR / paths.REGISTRY
-        if not path.exists():
-            _registry = {}  # every call is then generated on demand (or refused, strict)
-        else:
-            mod_spec = importlib.util.spec_from_file_location("normgen_generated_registry", path)
-            module = importlib.util.module_from_spec(mod_spec)
-            mod_spec.loader.exec_module(module)
-            _registry = dict(module.REGISTRY)
+        _registry = registry_file.load(GENERATED_DIR)
     return _registry
 
 
@@ -178,7 +173,10 @@ FLOAT32_MAX = 3.4028234663852886e38
 
 
 def _real(value, arg: str) -> float:
-    """A Python or NumPy real number as a float, or a TypeError naming `arg`."""
+    """A Python or NumPy real number as a float, or a TypeError naming `arg`. A float is
+    taken at once: rmsnorm reads weight_offset so on every call."""
+    if type(value) is float:
+        return value
     if isinstance(value, (str, bytes, bool)) or not isinstance(value, numbers.Real):
         raise TypeError(f"{arg} must be a real number, not {type(value).__name__} {value!r}")
     return float(value)
@@ -191,10 +189,14 @@ def _eps(eps) -> float:
     return e
 
 
-def _weight_offset(offset) -> float:
+def _weight_offset(offset, gamma) -> float:
+    """RMSNorm's weight_offset as a float: a finite float32, and 0 where gamma is None."""
     o = _real(offset, "weight_offset")
     if not (math.isfinite(o) and abs(o) <= FLOAT32_MAX):
         raise ValueError(f"weight_offset must be a finite float32, not {offset!r}")
+    if gamma is None and o != 0.0:
+        raise ValueError(f"weight_offset={offset!r} offsets gamma, but gamma is None; pass gamma, "
+                         f"or drop weight_offset")
     return o
 
 
@@ -330,12 +332,8 @@ def rmsnorm(x, gamma=None, *, eps: float = 1e-6, residual=None, store_residual: 
         return _traced().rmsnorm(x, gamma, eps=eps, residual=residual, store_residual=store_residual,
                                  x_bias=x_bias, quant=quant, smooth_scale=smooth_scale, quant_scale=quant_scale,
                                  scale_dtype=scale_dtype, weight_offset=weight_offset, return_rstd=return_rstd)
-    offset = _weight_offset(weight_offset)
-    if gamma is None and offset != 0.0:
-        raise ValueError(f"weight_offset={weight_offset!r} offsets gamma, but gamma is None; "
-                         f"pass gamma, or drop weight_offset")
-    return _norm(Norm.RMSNORM, x, gamma, None, eps, residual, store_residual, x_bias,
-                 quant, smooth_scale, quant_scale, scale_dtype, offset, return_rstd)
+    return _norm(Norm.RMSNORM, x, gamma, None, eps, residual, store_residual, x_bias, quant, smooth_scale,
+                 quant_scale, scale_dtype, _weight_offset(weight_offset, gamma), return_rstd)
 
 
 _is_compiling = None  # torch.compiler.is_compiling, once a torch tensor has come here

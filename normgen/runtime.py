@@ -11,7 +11,7 @@ from pathlib import Path
 import cupy
 from cupy.cuda import driver, runtime
 
-from . import cache, params
+from . import cache, devices, params
 from .recipe import recipe
 from .spec import KernelSpec
 
@@ -21,7 +21,6 @@ _CU_LAUNCH_PARAM_END = 0
 _CUDA_ERROR_INVALID_CONTEXT = 201
 _MAX_DYNAMIC_SHARED_SIZE_BYTES = 8  # CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
 _NON_PORTABLE_CLUSTER_SIZE_ALLOWED = 14  # CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED
-PORTABLE_CLUSTER = 8  # larger clusters (16 on an H100) must be allowed per kernel
 
 
 class _Buffers(threading.local):
@@ -81,23 +80,9 @@ class Kernel:
         return launch
 
 
-def cubin_path(spec: KernelSpec, source_dir: Path, arch: str) -> Path:
-    """The cache file of the instance's cubin for `arch` (cache.py's format, not a bare
-    cubin: read it with cache.unpack), compiled unless the cache holds one that verifies.
-    OSError where the cache cannot be written."""
-    return cache.ensure(spec, Path(source_dir), arch)
-
-
 def device_arch(device: int) -> str:
-    props = runtime.getDeviceProperties(device)
-    return f"sm_{props['major']}{props['minor']}"
-
-
-def build(specs, source_dir, arch, workers: int = 0, progress: bool = False) -> list[Path]:
-    """Compile (ahead of time) every spec's cubin not in the cache yet: cache.build, on
-    threads, filling the cache the on-demand path reads. `arch` may be one or several,
-    source_dir one folder or a mapping spec -> folder."""
-    return cache.build(specs, source_dir, arch, jobs=workers, progress=progress)
+    """The architecture a device's cubins are compiled for, e.g. sm_90."""
+    return devices.of(device).name
 
 
 class _CUlaunchConfig(ctypes.Structure):
@@ -181,7 +166,7 @@ def _load(spec: KernelSpec, source_dir: Path, device: int, symbol: str) -> Kerne
         tile = recipe(spec).tile
         if tile.shared_bytes > 48 * 1024:  # beyond the default dynamic shared-memory limit
             driver.funcSetAttribute(func.ptr, _MAX_DYNAMIC_SHARED_SIZE_BYTES, tile.shared_bytes)
-        if tile.cluster > PORTABLE_CLUSTER:
+        if tile.cluster > devices.PORTABLE_CLUSTER:
             driver.funcSetAttribute(func.ptr, _NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1)
         per_sm = driver.occupancyMaxActiveBlocksPerMultiprocessor(
             func.ptr, tile.block_threads, tile.shared_bytes)

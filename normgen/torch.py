@@ -16,7 +16,7 @@ from typing import Optional
 import torch
 
 from . import dispatch
-from .types import QUANT_NAMES, DType, Norm, NormOutput
+from .types import DType, Norm, NormOutput, Quant
 
 __all__ = ["layernorm", "rmsnorm", "LayerNorm", "RMSNorm"]
 
@@ -44,34 +44,22 @@ _RMSNORM_SCHEMA = (
 
 
 # ---- the ops' real implementations ---------------------------------------------------------
+# The direct path (dispatch._norm), never the public calls: while torch.compile runs, real
+# tensors can reach an op (inductor folding constants), and the public calls' tracing hook
+# would route them back to it.
 def _layernorm_impl(x, gamma, beta=None, residual=None, x_bias=None, smooth_scale=None,
                     quant_scale=None, *, eps=1e-5, store_residual=True, quant=None,
                     scale_dtype=None, return_mean_rstd=False):
-    if torch.compiler.is_compiling():
-        # real tensors inside a compile session (inductor folding constants, say): the public
-        # call's tracing hook would route back to this op, so take its direct path
-        out = dispatch._norm(Norm.LAYERNORM, x, gamma, beta, eps, residual, store_residual, x_bias,
-                             quant, smooth_scale, quant_scale, scale_dtype, 0.0, return_mean_rstd)
-    else:
-        out = dispatch.layernorm(x, gamma, beta, eps=eps, residual=residual, store_residual=store_residual,
-                                 x_bias=x_bias, quant=quant, smooth_scale=smooth_scale,
-                                 quant_scale=quant_scale, scale_dtype=scale_dtype,
-                                 return_mean_rstd=return_mean_rstd)
-    return _five(out, x)
+    return _five(dispatch._norm(Norm.LAYERNORM, x, gamma, beta, eps, residual, store_residual, x_bias, quant,
+                                smooth_scale, quant_scale, scale_dtype, 0.0, return_mean_rstd), x)
 
 
 def _rmsnorm_impl(x, gamma=None, residual=None, x_bias=None, smooth_scale=None, quant_scale=None,
                   *, eps=1e-6, store_residual=True, quant=None, scale_dtype=None,
                   weight_offset=0.0, return_rstd=False):
-    if torch.compiler.is_compiling():  # as in _layernorm_impl (the fake checked weight_offset)
-        out = dispatch._norm(Norm.RMSNORM, x, gamma, None, eps, residual, store_residual, x_bias,
-                             quant, smooth_scale, quant_scale, scale_dtype, float(weight_offset), return_rstd)
-    else:
-        out = dispatch.rmsnorm(x, gamma, eps=eps, residual=residual, store_residual=store_residual,
-                               x_bias=x_bias, quant=quant, smooth_scale=smooth_scale,
-                               quant_scale=quant_scale, scale_dtype=scale_dtype,
-                               weight_offset=weight_offset, return_rstd=return_rstd)
-    return _five(out, x)
+    offset = dispatch._weight_offset(weight_offset, gamma)
+    return _five(dispatch._norm(Norm.RMSNORM, x, gamma, None, eps, residual, store_residual, x_bias, quant,
+                                smooth_scale, quant_scale, scale_dtype, offset, return_rstd), x)
 
 
 def _five(out, x) -> tuple:
@@ -91,20 +79,14 @@ _rmsnorm_op = torch.library.custom_op("normgen::rmsnorm", mutates_args=(), schem
 
 
 # ---- fake implementations: the outputs' shapes and dtypes, contiguous ------------------------
-def _fake(x, quant, quant_scale, scale_dtype, stored: bool, mean: bool, rstd: bool) -> tuple:
-    if quant is None:
-        y_dtype = x.dtype
-    elif quant in QUANT_NAMES:
-        y_dtype = _TORCH_DTYPES[QUANT_NAMES[quant]]
-    else:
-        raise ValueError(f"quant must be None, 'int8' or 'fp8_e4m3', not {quant!r}")
+def _fake(x, quant, quant_scale, smooth_scale, scale_dtype, stored: bool, mean: bool, rstd: bool) -> tuple:
+    """The five outputs' shapes and dtypes, from the options as the direct path checks them."""
+    out, mode, sdt = dispatch._quant_options(quant, quant_scale, smooth_scale, scale_dtype)
     lead = x.shape[:-1]
-    dynamic = quant is not None and quant_scale is None
     return (
-        x.new_empty(x.shape, dtype=y_dtype),
+        x.new_empty(x.shape, dtype=x.dtype if out is None else _TORCH_DTYPES[out]),
         x.new_empty(x.shape) if stored else _placeholder(x),
-        x.new_empty(lead, dtype=_TORCH_DTYPES[dispatch._scale_dtype(scale_dtype or "float32")])
-        if dynamic else _placeholder(x),
+        x.new_empty(lead, dtype=_TORCH_DTYPES[sdt]) if mode == Quant.DYNAMIC else _placeholder(x),
         x.new_empty(lead, dtype=torch.float32) if mean else _placeholder(x),
         x.new_empty(lead, dtype=torch.float32) if rstd else _placeholder(x),
     )
@@ -114,7 +96,7 @@ def _fake(x, quant, quant_scale, scale_dtype, stored: bool, mean: bool, rstd: bo
 def _layernorm_fake(x, gamma, beta=None, residual=None, x_bias=None, smooth_scale=None,
                     quant_scale=None, *, eps=1e-5, store_residual=True, quant=None,
                     scale_dtype=None, return_mean_rstd=False):
-    return _fake(x, quant, quant_scale, scale_dtype, residual is not None and store_residual,
+    return _fake(x, quant, quant_scale, smooth_scale, scale_dtype, residual is not None and store_residual,
                  return_mean_rstd, return_mean_rstd)
 
 
@@ -122,13 +104,8 @@ def _layernorm_fake(x, gamma, beta=None, residual=None, x_bias=None, smooth_scal
 def _rmsnorm_fake(x, gamma=None, residual=None, x_bias=None, smooth_scale=None, quant_scale=None,
                   *, eps=1e-6, store_residual=True, quant=None, scale_dtype=None,
                   weight_offset=0.0, return_rstd=False):
-    # dispatch.rmsnorm's checks of weight_offset, here at trace time
-    if gamma is None and weight_offset != 0.0:
-        raise ValueError(f"weight_offset={weight_offset!r} offsets gamma, but gamma is None; "
-                         f"pass gamma, or drop weight_offset")
-    if not math.isfinite(weight_offset):
-        raise ValueError(f"weight_offset must be a finite number, not {weight_offset!r}")
-    return _fake(x, quant, quant_scale, scale_dtype, residual is not None and store_residual,
+    dispatch._weight_offset(weight_offset, gamma)  # its checks, at trace time
+    return _fake(x, quant, quant_scale, smooth_scale, scale_dtype, residual is not None and store_residual,
                  False, return_rstd)
 
 

@@ -558,7 +558,7 @@ def main(argv=None) -> int:
     import cupy
 
     import normgen
-    from normgen import devices, ondemand, runtime
+    from normgen import cache, devices, ondemand, runtime
 
     warnings.filterwarnings("ignore", category=normgen.NormgenWarning)
     normgen.set_strict(False)  # configurations outside the shipped set are generated
@@ -580,7 +580,7 @@ def main(argv=None) -> int:
     planned = [planned_instance(c, dev) for c in configs]
     table = dispatch.registry()
     folders = {s: dispatch.GENERATED_DIR if s.key in table else ondemand.provide(s) for s in set(planned)}
-    runtime.build(sorted(folders, key=str), folders, runtime.device_arch(0), workers=os.cpu_count() or 1)
+    cache.build(sorted(folders, key=str), folders, runtime.device_arch(0))
     say(f"compiled or found {len(folders)} instances")
 
     cupy.cuda.set_allocator(_poisoning_allocator())

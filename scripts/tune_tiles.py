@@ -28,7 +28,7 @@ vectors at a time (tiles.kept_output_step), "colregK": staged rows' first K vect
 per-column vectors loaded before the reduction (Recipe.column_registers; colreg0: none),
 "colaheadK": the output passes' per-column vectors loaded K vectors ahead
 (Recipe.column_ahead), or "nofold": the shift not folded into the output passes
-(Recipe.fold_shift) and no columns ahead: the kernel before the twentieth session.
+(Recipe.fold_shift) and no columns ahead: the kernel before fold_shift was committed.
 Without a bK patch a candidate's tile gets
 Tile.registers' default budget (64 registers staged, 128 in registers). Clusters of more
 than 8 blocks (16: non-portable) are allowed at load (runtime._load).
@@ -1341,7 +1341,7 @@ PATCHES = {  # name: [(old, new), ...]
     # without adding weight_offset to every element
     # staged rows prefetch the first K of a thread's vectors' gamma and beta into L1 before
     # the statistics' reduction, so that the output pass after it waits less for them (the
-    # committed choice for rows with a fused add since the seventeenth session: Recipe.column_prefetch)
+    # committed choice for rows with a fused add: Recipe.column_prefetch)
     **{f"colpf{k}": column_prefetch(k) for k in (2, 4, 8)},
     "nooff": [("out[j] = d[j] * st.rstd * (g + p.weight_offset);", "out[j] = d[j] * st.rstd * g;")],
     # staged rows' timeline (scripts/trace_rows.py): each block's thread 0 records the global

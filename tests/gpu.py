@@ -30,6 +30,25 @@ def gpu_reason() -> str:
 requires_gpu = pytest.mark.skipif(bool(gpu_reason()), reason=gpu_reason() or "GPU present")
 
 
+def cuda_torch(devices: int = 1):
+    """torch, or a skip where it is missing or sees fewer than `devices` CUDA devices."""
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available() or torch.cuda.device_count() < devices:
+        pytest.skip(f"torch sees fewer than {devices} CUDA device(s)")
+    return torch
+
+
+@pytest.fixture(autouse=True)
+def default_registry():
+    """Each test of a module that imports this starts from the shipped generated folder, with
+    no plans or kernels kept from another test's folder."""
+    from normgen import dispatch
+    from normgen.paths import GENERATED
+
+    dispatch.use_generated(GENERATED)
+    yield
+
+
 class poisoned_allocations:
     """Fill every CuPy allocation with 0xFF bytes (NaN for every float type) while active,
     so an output element the kernel fails to write cannot pass a comparison."""

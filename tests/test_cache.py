@@ -140,12 +140,12 @@ def test_threads_share_one_file(cache_dir, fresh):
 
 
 BUILD_SCRIPT = """
-from normgen import paths, runtime
+from normgen import cache, paths
 from normgen.spec import parse_name
 
 # module level, no __main__ guard: a spawned process pool would fail here
-built = runtime.build([parse_name(n) for n in {names!r}], paths.GENERATED, ["sm_90", "sm_80"],
-                      workers=2, progress=True)
+built = cache.build([parse_name(n) for n in {names!r}], paths.GENERATED, ["sm_90", "sm_80"],
+                    jobs=2, progress=True)
 print("\\n".join(map(str, built)))
 """
 

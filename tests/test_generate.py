@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from normgen import bench, codegen
+from normgen import bench, codegen, registry
 from normgen.cli import main
 from normgen.matrix import AXES, select
 from normgen.recipe import recipe
@@ -165,15 +165,8 @@ def test_committed_generated_folder_is_up_to_date():
     assert codegen.differences(codegen.GENERATED, codegen.outputs(select())) == []
 
 
-def _load_registry(folder: Path) -> dict:
-    spec = importlib.util.spec_from_file_location("reg", folder / "registry.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.REGISTRY
-
-
 def test_registry_matches_the_files():
-    reg = _load_registry(codegen.GENERATED)
+    reg = registry.load(codegen.GENERATED)
     files = {p.stem for p in codegen.GENERATED.glob("*.cu")}
     assert set(reg.values()) == files
     for key, name in reg.items():
@@ -255,7 +248,7 @@ def test_add_keeps_what_the_folder_holds(tmp_path):
     assert code == 0 and "removed 0" in text
     after = {p.name for p in tmp_path.glob("*.cu")}
     assert after == before | {"rmsnorm_fwd_bf16_nb1024_1p_v8.cu"}
-    assert set(_load_registry(tmp_path).values()) == {Path(n).stem for n in after}
+    assert set(registry.load(tmp_path).values()) == {Path(n).stem for n in after}
     assert codegen.registered(tmp_path) == [parse_name(Path(n).stem) for n in sorted(after)]
     # --check --add: up to date, and the rest of the folder is not stale
     assert run("--add", "--check", "--filter", "rmsnorm_fwd_bf16_nb1024_1p_v8", "--out", out)[0] == 0

@@ -13,7 +13,9 @@ from normgen.codegen import GENERATED
 from normgen.recipe import recipe
 from normgen.types import DType
 
+from .gpu import default_registry  # noqa: F401 (autouse: each test from the shipped folder)
 from .gpu import (
+    cuda_torch,
     Case, assert_bits_equal, assert_close, assert_codes, assert_scales, call_args, case_seed, expected,
     poisoned_allocations, requires_gpu, semantics, shift_columns,
 )
@@ -21,22 +23,9 @@ from .gpu import (
 pytestmark = requires_gpu
 
 
-@pytest.fixture(autouse=True)
-def default_registry():
-    dispatch.use_generated(GENERATED)
-    yield
-
-
-def _torch():
-    torch = pytest.importorskip("torch")
-    if not torch.cuda.is_available():
-        pytest.skip("torch has no CUDA")
-    return torch
-
-
 @pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
 def test_torch_in_torch_out_on_torch_stream(dtype, seed):
-    torch = _torch()
+    torch = cuda_torch()
     import cupy
 
     tdt = getattr(torch, dtype)
@@ -210,7 +199,7 @@ def test_plans_launch_on_each_calls_current_stream(seed):
     """A plan made on one stream launches on the current stream of each later call: here,
     a side stream captured into a CUDA graph (a launch on any other stream would break the
     capture, or leave the replayed output unwritten)."""
-    torch = _torch()
+    torch = cuda_torch()
 
     gen = torch.Generator(device="cuda").manual_seed(seed)
     x = torch.randn(64, 4096, device="cuda", dtype=torch.bfloat16, generator=gen)
@@ -363,7 +352,7 @@ def test_bad_eps_and_strided_gamma():
 
 
 def test_torch_cpu_tensor_is_refused():
-    torch = _torch()
+    torch = cuda_torch()
     with pytest.raises(TypeError, match=r"x.cuda\(\)"):
         normgen.layernorm(torch.ones(2, 8), torch.ones(8, device="cuda"), None)
 
@@ -427,7 +416,7 @@ def test_fused_outputs_kinds_and_named_tuple(seed):
 
 
 def test_fused_torch_types(seed):
-    torch = _torch()
+    torch = cuda_torch()
     gen = torch.Generator(device="cuda").manual_seed(seed)
     x = torch.randn(5, 4096, device="cuda", dtype=torch.bfloat16, generator=gen)
     r = torch.randn(5, 4096, device="cuda", dtype=torch.bfloat16, generator=gen)
@@ -497,7 +486,7 @@ def test_strided_residual_and_zero_rows(seed):
 
 # ---- RMSNorm ----------------------------------------------------------------------------------
 def test_rmsnorm_torch_matches_reference_and_torch(seed):
-    torch = _torch()
+    torch = cuda_torch()
     import cupy
 
     gen = torch.Generator(device="cuda").manual_seed(seed)
@@ -635,7 +624,7 @@ def test_a_new_threads_first_call_on_torch_tensors(seed):
     driver-API launch then failed with CUDA_ERROR_INVALID_CONTEXT (found by the soak)."""
     import threading
 
-    torch = _torch()
+    torch = cuda_torch()
     gen = torch.Generator(device="cuda").manual_seed(seed)
     x = torch.randn(64, 2048, device="cuda", dtype=torch.bfloat16, generator=gen)
     g = torch.ones(2048, device="cuda", dtype=torch.bfloat16)

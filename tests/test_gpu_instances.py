@@ -64,11 +64,11 @@ def _cases(spec, seed):
 def built(request):
     """Compile the instances this run tests (after -k and --shard) up front, in parallel
     (the tests then load cubins)."""
-    from normgen import runtime
+    from normgen import cache, runtime
 
     run = {item.callspec.params["spec"] for item in request.session.items
            if hasattr(item, "callspec") and "spec" in item.callspec.params}
-    runtime.build(sorted(run, key=str), source_dir(), runtime.device_arch(0))
+    cache.build(sorted(run, key=str), source_dir(), runtime.device_arch(0))
 
 
 @pytest.fixture

@@ -11,12 +11,13 @@ import numpy as np
 import pytest
 
 import normgen
-from normgen import dispatch, reference
-from normgen.codegen import GENERATED
+from normgen import reference
 from normgen.spec import parse_name
 from normgen.types import DType, NormOutput
 
+from .gpu import default_registry  # noqa: F401 (autouse: each test from the shipped folder)
 from .gpu import (
+    cuda_torch,
     Case, Expected, call_args, case_seed, check_outputs, gpu_reason, make_inputs, requires_gpu, semantics,
 )
 
@@ -43,19 +44,6 @@ CALLS = (
     ("layernorm_fwd_bf16_dqint8_syfp32_nb32768_1p_v8", 30000, 300),
     ("layernorm_fwd_fp32_2p_v4", 600000, 2),
 )
-
-
-@pytest.fixture(autouse=True)
-def default_registry():
-    dispatch.use_generated(GENERATED)
-    yield
-
-
-def _torch():
-    torch = pytest.importorskip("torch")
-    if not torch.cuda.is_available() or torch.cuda.device_count() < 2:
-        pytest.skip("torch sees fewer than two CUDA devices")
-    return torch
 
 
 def _expected_on(device: int, case: Case) -> Expected:
@@ -129,7 +117,7 @@ def test_cupy_inputs_on_device_1_while_device_0_is_current(seed):
 
 
 def test_torch_inputs_on_device_1_while_device_0_is_current(seed):
-    torch = _torch()
+    torch = cuda_torch(2)
     import cupy
 
     for call, case in _cases(seed):
@@ -159,7 +147,7 @@ def test_threads_on_both_devices_at_once(seed):
     import cupy
 
     try:
-        torch = _torch()
+        torch = cuda_torch(2)
     except pytest.skip.Exception:
         torch = None
     plans = []  # (device, library, [(call, case, Expected, inputs)])
