@@ -543,7 +543,8 @@ __device__ __forceinline__ void pair_sums(const float (&d)[V], float& s1, float&
 }
 
 // A running float sum with Kahan-Babuska compensation, for sums over many chunks: with
-// quantized inputs, plain float rounding errors do not cancel and grow with the length.
+// quantized inputs, plain float rounding errors do not cancel and grow with the length. Once
+// the sum is not finite the error term holds inf - inf; the sum alone is then the value.
 struct Compensated {
   float sum = 0.f, err = 0.f;
   __device__ __forceinline__ void add(float v) {
@@ -551,7 +552,7 @@ struct Compensated {
     err += fabsf(sum) >= fabsf(v) ? (sum - t) + v : (v - t) + sum;
     sum = t;
   }
-  __device__ __forceinline__ float value() const { return sum + err; }
+  __device__ __forceinline__ float value() const { return isfinite(sum) ? sum + err : sum; }
 };
 
 // ---- LayerNorm's shift in register rows: one per warp ---------------------------------

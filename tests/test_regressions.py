@@ -48,11 +48,9 @@ GPU_CASES: list = [  # (check_case on the GPU)
     Case(Options("rmsnorm", "bf16"), Layout("rows", (2, 129), (129, 1)), poison=((0, 3, "nan", "x"),), lib="cupy"),
     # an inf in a two-pass row: the chunks' Kahan-Babuska sum takes (inf - inf) into its error
     # term, and sum + err is NaN, where the row's sum of squares is inf (rstd 0, y 0 but the
-    # inf's NaN). Compensated.value() returning the sum where it is not finite is the fix; it
-    # is a kernel change not yet run on a GPU, so the case is marked until it is.
-    pytest.param(Case(Options("rmsnorm", "bf16"), Layout("rows", (1, 513), (513, 1)), gamma=False,
-                      poison=((0, 0, "inf", "x"),), lib="cupy"),
-                 marks=pytest.mark.xfail(strict=True, reason="two-pass rows holding an inf: NaN sums (fix pending)")),
+    # inf's NaN); Compensated.value() now returns the sum where it is not finite
+    Case(Options("rmsnorm", "bf16"), Layout("rows", (1, 513), (513, 1)), gamma=False,
+         poison=((0, 0, "inf", "x"),), lib="cupy"),
 ]
 GPU_BAD: list[Bad] = [  # (check_bad on the GPU)
     # a first element off an element boundary (a CuPy view of bytes): accepted, and the
