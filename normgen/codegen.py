@@ -6,13 +6,13 @@ import os
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable
+from typing import Iterable, Optional
 
 import jinja2
 
 from . import params, registry
 from .paths import GENERATED, HEADER, REGISTRY, TEMPLATES  # noqa: F401 (GENERATED: generate.py's default)
-from .recipe import recipe
+from .recipe import Recipe, recipe
 from .spec import KernelSpec, SpecError, looks_like_name, parse_name
 
 _env = jinja2.Environment(
@@ -28,8 +28,10 @@ def render_header() -> str:
     return _env.get_template("norm_fwd.cuh.j2").render(params=params.FIELDS)
 
 
-def render_instance(spec: KernelSpec) -> str:
-    return _env.get_template("instance.cu.j2").render(spec=spec, recipe=recipe(spec))
+def render_instance(spec: KernelSpec, built: Optional[Recipe] = None) -> str:
+    """The instance file of a spec, built by its recipe, or by `built` (a tuning tool's
+    variation of it, dataclasses.replace'd)."""
+    return _env.get_template("instance.cu.j2").render(spec=spec, recipe=built or recipe(spec))
 
 
 def _literal(value) -> str:

@@ -339,6 +339,16 @@ def rmsnorm(x, gamma=None, *, eps: float = 1e-6, residual=None, store_residual: 
 _is_compiling = None  # torch.compiler.is_compiling, once a torch tensor has come here
 
 
+def plan_with(kernel: runtime.Kernel, norm: Norm, x, gamma=None, beta=None, *, eps: float = 1e-5, residual=None,
+              store_residual: bool = True, x_bias=None, quant=None, smooth_scale=None, quant_scale=None,
+              scale_dtype=None, weight_offset: float = 0.0, return_stats: bool = False) -> tuple[Plan, tuple]:
+    """A call checked as layernorm / rmsnorm check it, launching `kernel` instead of the one
+    the dispatcher chooses (a tuning tool's build of an instance: runtime.load's `built`):
+    (plan, arrays); plan.run(*arrays) makes the call."""
+    return _plan(norm, x, gamma, beta, residual, x_bias, smooth_scale, quant_scale, eps, store_residual, quant,
+                 scale_dtype, weight_offset, return_stats, kernel)
+
+
 def _tracing(x) -> bool:
     """Whether torch.compile or torch.export is tracing this call: it then goes through the
     torch.library ops (normgen.torch), which the tracer sees as one opaque node with a fake
@@ -430,10 +440,11 @@ class Plan:
 
 
 def _plan(norm, x, gamma, beta, residual, x_bias, smooth_scale, quant_scale, eps, store_residual,
-          quant, scale_dtype, weight_offset, return_stats) -> tuple[Plan, tuple]:
-    """Check a call's arguments (errors name the argument and the fix) and choose its kernel:
-    the plan, and the arrays to run it on (other kinds of input as CuPy arrays). The options
-    are checked first: their errors do not depend on the arrays."""
+          quant, scale_dtype, weight_offset, return_stats, kernel=None) -> tuple[Plan, tuple]:
+    """Check a call's arguments (errors name the argument and the fix) and choose its kernel
+    (or launch `kernel`: a tuning tool's build of the instance): the plan, and the arrays to
+    run it on (other kinds of input as CuPy arrays). The options are checked first: their
+    errors do not depend on the arrays."""
     e = _eps(eps)
     out, mode, sdt = _quant_options(quant, quant_scale, smooth_scale, scale_dtype)
     xv = arrays.view(x, "x")
@@ -485,12 +496,11 @@ def _plan(norm, x, gamma, beta, residual, x_bias, smooth_scale, quant_scale, eps
         arrays.maker(xv, lead, DType.FP32) if return_stats and norm == Norm.LAYERNORM else None,
         arrays.maker(xv, lead, DType.FP32) if return_stats else None,
     )
-    kernel = None
-    if rows:
+    if rows and kernel is None:
         key = (xv.device, n, _vec_align(xv, bits, aligned), norm, xv.dtype, wdt, out, fused_add,
                x_bias is not None, mode, smooth, sdt, return_stats)
         kernel = _kernels.get(key) or _resolve(key)
     single = fused_add != FusedAdd.STORE and mode != Quant.DYNAMIC and not return_stats
-    plan = Plan(xv.device, kernel.launcher(rows) if kernel else None, makers, arrays.stream_getter(xv),
+    plan = Plan(xv.device, kernel.launcher(rows) if rows else None, makers, arrays.stream_getter(xv),
                 (rows, inner, so, si, r_so, r_si, n, e, weight_offset, 0), single)
     return plan, (xv.obj, *(v and v.obj for v in (gv, bv, rv, xbv, smv, qv)))

@@ -7,12 +7,13 @@ import functools
 import threading
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Optional
 
 import cupy
 from cupy.cuda import driver, runtime
 
 from . import cache, devices, params
-from .recipe import recipe
+from .recipe import Recipe, recipe
 from .spec import KernelSpec
 
 _CU_LAUNCH_PARAM_BUFFER_POINTER = 1
@@ -128,22 +129,23 @@ def resident_clusters(func: int, tile) -> int:
     return max(clusters.value, 1)
 
 
-_loaded: dict = {}  # (spec, source_dir, device, whole-row kernel) -> Kernel
+_loaded: dict = {}  # (spec, source_dir, device, whole-row kernel, recipe) -> Kernel
 _loading = threading.Lock()  # one module per instance and device, however many threads ask at once
 
 
-def load(spec: KernelSpec, source_dir: Path, device: int, n: int) -> Kernel:
+def load(spec: KernelSpec, source_dir: Path, device: int, n: int, built: Optional[Recipe] = None) -> Kernel:
     """The kernel of `spec` that serves rows of n: the whole-row kernel where it has one and
-    n is its bucket (Recipe.whole_row_kernel), else the one for every n."""
-    r = recipe(spec)
+    n is its bucket (Recipe.whole_row_kernel), else the one for every n. `built`: the recipe
+    source_dir's file was rendered with, where not the spec's own (a tuning tool's)."""
+    r = built or recipe(spec)
     full = r.whole_row_kernel and n == spec.bucket
-    key = (spec, source_dir, device, full)
+    key = (spec, source_dir, device, full, r)
     kernel = _loaded.get(key)
     if kernel is None:
         with _loading:
             kernel = _loaded.get(key)
             if kernel is None:
-                kernel = _loaded[key] = _load(spec, source_dir, device, r.full_symbol if full else spec.symbol)
+                kernel = _loaded[key] = _load(spec, source_dir, device, r.full_symbol if full else spec.symbol, r)
     return kernel
 
 
@@ -158,12 +160,12 @@ def _module(spec: KernelSpec, source_dir: Path, device: int) -> cupy.cuda.functi
         return module
 
 
-def _load(spec: KernelSpec, source_dir: Path, device: int, symbol: str) -> Kernel:
+def _load(spec: KernelSpec, source_dir: Path, device: int, symbol: str, built: Recipe) -> Kernel:
     with cupy.cuda.Device(device):
         props = runtime.getDeviceProperties(device)
         module = _module(spec, source_dir, device)
         func = module.get_function(symbol)  # cupy.cuda.function.Function: .ptr is the CUfunction
-        tile = recipe(spec).tile
+        tile = built.tile
         if tile.shared_bytes > 48 * 1024:  # beyond the default dynamic shared-memory limit
             driver.funcSetAttribute(func.ptr, _MAX_DYNAMIC_SHARED_SIZE_BYTES, tile.shared_bytes)
         if tile.cluster > devices.PORTABLE_CLUSTER:
