@@ -125,7 +125,7 @@ def _output_step(spec: KernelSpec, op: tiles.Op, tile: tiles.Tile, keep: bool) -
 
 
 # Staged rows of 65536 or more with a fused add prefetch two vectors' gamma and beta into L1
-# while their statistics are reduced; shorter or unfused rows ran no faster so.
+# while their statistics are reduced; shorter or unfused rows gain nothing so.
 def _column_prefetch(spec: KernelSpec, tile: tiles.Tile) -> int:
     staged = _one_pass(spec) and tile.stage_bytes
     return 2 if staged and spec.fused_add != FusedAdd.NONE and spec.bucket >= 65536 else 0

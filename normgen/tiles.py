@@ -276,8 +276,8 @@ class Op:
 
     @property
     def fused(self) -> bool:
-        """A fused prologue or quant, for which ONE_PASS_TILES' register budgets (measured on
-        plain rows) do not hold."""
+        """A fused prologue or quant, for which ONE_PASS_TILES' register budgets (set for
+        plain rows) do not hold: a fused row holds more a thread."""
         return self.prologue or self.quant != Quant.NONE
 
     @property

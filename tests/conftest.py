@@ -76,8 +76,8 @@ def seed(request):
 @pytest.fixture(autouse=True)
 def _release_gpu_memory():
     """After each test, return the memory CuPy's and torch's pools keep to the device: the
-    GPU suite runs several pytest processes on one GPU, and pools that only grow ran it out
-    of memory."""
+    GPU suite runs several pytest processes on one GPU, and pools that only grow would run
+    it out of memory."""
     yield
     from .gpu import gpu_reason
 

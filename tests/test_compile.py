@@ -65,7 +65,7 @@ def test_every_architecture_has_its_pipelines():
         assert ("streamed" in pipelines) == (arch == 90), arch
 
 
-# The heaviest fusions outside the default set, which once spilled (staged tiles with an
+# The heaviest fusions outside the default set, those nearest a spill (staged tiles with an
 # x-bias or a narrow-vector dynamic quant, RMSNorm's dynamic quant with an add and a smooth
 # scale in a whole-row kernel), staged rows kept as floats over narrow vectors or with
 # every fusion, and rows built for fewer registers than the staged default (40 over clusters
@@ -96,9 +96,9 @@ def test_heavy_fusions_compile_without_spills(name, tmp_path):
 @pytest.mark.parametrize("name", ["layernorm_fwd_bf16_2p_v8", "rmsnorm_fwd_fp16_2p_v8", "layernorm_fwd_fp32_2p_v4",
                                   "layernorm_fwd_bf16_nb8192_1p_v8", "layernorm_fwd_bf16_nb65536_1p_v8"])
 def test_output_vectors_are_stored_whole(name, tmp_path):
-    """Each thread's 16-byte output vectors go out in one store each: NVVM split the two-pass
-    kernels' into 16- and 32-bit stores, and bf16 rows of 2^19 ran at 0.26 of copy against
-    0.63 whole (H100)."""
+    """Each thread's 16-byte output vectors go out in one store each (st.global.v4): NVVM
+    may split them into 16- and 32-bit stores, which cost long rows most of their bandwidth
+    (docs/perf-notes.md: "Epilogue: plain stores")."""
     spec = parse_name(name)
     codegen.write(tmp_path, codegen.outputs([spec]))
     stores = re.findall(r"\bst\.global[.\w]*", ptx_of(tmp_path / spec.file_name))
@@ -106,8 +106,8 @@ def test_output_vectors_are_stored_whole(name, tmp_path):
 
 
 def test_template_has_no_generic_lambdas():
-    """The GPU machine's NVRTC (13.0) takes a generic lambda (an `auto` parameter) in device
-    code for a host function and fails the compile, where the pip NVRTC 13.5 of this suite
-    accepts it: 262ba03 broke every register-held LayerNorm + dynamic quant instance so."""
+    """Device code holds no generic lambda (an `auto` parameter): the GPU machine's NVRTC
+    takes one for a host function and fails the compile, where this suite's NVRTC may accept
+    it (docs/perf-notes.md: "Compiler and registers")."""
     text = (Path(__file__).resolve().parent.parent / "templates" / "norm_fwd.cuh.j2").read_text()
     assert not re.findall(r"\[[^\]\n]*\]\s*\([^)]*\bauto\b", text)

@@ -248,10 +248,9 @@ def test_quant_rows_of_32768_up_without_gamma_or_beta(given, x_type, seed):
 def test_two_pass_row_whose_first_chunk_is_far_is_summed_again():
     """The two-pass pipeline's shift is its first chunk's mean. A row whose first chunk lies
     far from the rest (here 1000 there, 0.3 after: c^2 / var = N / chunk - 1) is summed
-    again around its mean. Without that pass (H100, fourteenth session) the mean came out
-    3.8e-6 / 9.0e-6 relative off at N = 2^20 / 2^23 and rstd 6e-7 / 4.3e-5 (every term's
-    square rounds alike, and s2 / n - c^2 cancels); with it, the mean exact and rstd
-    within 8e-8."""
+    again around its mean: around the far shift alone every term's square rounds alike and
+    s2 / n - c^2 cancels, so the mean and rstd would lose digits (docs/perf-notes.md:
+    "Pipeline: two-pass rows")."""
     import cupy
     from normgen.spec import parse_name
 
@@ -558,12 +557,12 @@ def test_vllm_and_ck_calls_are_served_by_the_default_set(seed):
 def test_rows_summed_again_keep_one_shift():
     """A LayerNorm row whose warp's shift lies more than a deviation from its mean is summed
     again around shift + c (share_stats): the sums and the shift they are recorded with must
-    be one float. As a plain addition they were not (NVRTC 13.0, H100; most likely one copy
-    contracted into an FMA), and such a row's outputs came out an ulp of its mean off (scales
-    1.4e-5 relative). The data of the run that found it: fp16 rows of 1000 + N(0, 1), a far
-    row's mean next to a midpoint between floats. (Since warp_shift averages several lanes'
-    vectors, those rows are most likely not far any more; every LayerNorm instance's "lead"
-    case still sums rows again.)"""
+    be one float (__fadd_rn: a plain addition may be contracted into an FMA in one copy and
+    not the other), or such a row's outputs come out an ulp of its mean off. The data
+    replayed: fp16 rows of 1000 + N(0, 1), a far row's mean next to a midpoint between floats
+    (docs/perf-notes.md: "Statistics and the shift"). (Since warp_shift averages several
+    lanes' vectors, those rows are most likely not far any more; every LayerNorm instance's
+    "lead" case still sums rows again.)"""
     from normgen.spec import parse_name
 
     spec = parse_name("layernorm_fwd_fp16_smfp32_dqint8_syfp32_nb2048_1p_v8")

@@ -114,7 +114,7 @@ def test_buckets_cover_one_pass_range():
     ("layernorm_fwd_bf16_dqint8_syfp32_nb8192_1p_v4", True),  # quant: past an occupancy step
     ("layernorm_fwd_bf16_dqint8_syfp32_nb8192_1p_v8", False),  # staged (tiles.QUANT_LN_TILES)
     ("layernorm_fwd_bf16_add1_nb4096_1p_v8", True),
-    ("layernorm_fwd_bf16_nb8192_1p_v8", True),  # unfused, 256 threads: spilled under NVRTC 13.0
+    ("layernorm_fwd_bf16_nb8192_1p_v8", True),  # unfused, 256 threads: float columns would spill
     ("layernorm_fwd_fp16_nb4096_1p_v8", False),  # unfused, 128 threads: only the conversions
     ("layernorm_fwd_bf16_nb16384_1p_v8", False),  # 512 threads: one block per SM anyway
     ("layernorm_fwd_bf16_dqint8_syfp32_nb16384_1p_v4", True),  # 512 threads keeping outputs: spills else
@@ -136,7 +136,7 @@ def test_which_instances_keep_columns_packed(name, packed):
     ("layernorm_fwd_bf16_smfp32_dqint8_syfp32_nb32768_1p_v8", False),  # 128 KB of floats per block
     ("layernorm_fwd_bf16_dqint8_syfp32_nb32768_1p_v8", False),  # streamed: 1024 threads a row
     ("layernorm_fwd_bf16_dqint8_syfp32_nb65536_1p_v8", True),  # streamed over a cluster (STREAMED_KEEP)
-    ("layernorm_fwd_fp16_dqint8_syfp32_nb65536_1p_v8", False),  # ... not fp16: its conversions spilled
+    ("layernorm_fwd_fp16_dqint8_syfp32_nb65536_1p_v8", False),  # ... not fp16: its conversions spill
     ("layernorm_fwd_bf16_sqint8_nb8192_1p_v8", False),  # static quant: no maximum
     ("rmsnorm_fwd_bf16_dqfp8_syfp32_nb8192_1p_v8", False),  # the maximum comes with the statistics
     ("layernorm_fwd_bf16_dqint8_syfp32_2p_v8", False),
@@ -150,8 +150,8 @@ def test_which_instances_keep_their_outputs(name, keeps):
     ("layernorm_fwd_fp16_dqfp8_syfp32_nb16384_1p_v8_mv", 8),
     ("layernorm_fwd_bf16_add1_dqint8_syfp32_nb16384_1p_v8", 2),  # kept, with a fused add
     ("layernorm_fwd_bf16_smfp32_dqint8_syfp32_nb16384_1p_v8", 2),  # ... a smooth scale
-    ("layernorm_fwd_bf16_wfp32_dqint8_syfp32_nb16384_1p_v8", 2),  # ... fp32 columns: spilled
-    ("layernorm_fwd_bf16_dqint8_syfp32_nb8192_1p_v8", 2),  # 48 registers: spilled
+    ("layernorm_fwd_bf16_wfp32_dqint8_syfp32_nb16384_1p_v8", 2),  # ... fp32 columns: more spill
+    ("layernorm_fwd_bf16_dqint8_syfp32_nb8192_1p_v8", 2),  # 48 registers: more spill
     ("layernorm_fwd_bf16_dqint8_syfp32_nb131072_1p_v8", 2),  # over a cluster: slower
     ("layernorm_fwd_bf16_smfp32_dqint8_syfp32_nb32768_1p_v8", 8),  # not kept: all at once
     ("layernorm_fwd_bf16_dqint8_syfp32_nb32768_1p_v8", 4),  # streamed: a register row's four
@@ -165,7 +165,7 @@ def test_how_many_vectors_output_passes_take_at_a_time(name, step):
     ("layernorm_fwd_bf16_add1_nb65536_1p_v8", 2),  # staged, with a fused add
     ("rmsnorm_fwd_fp32_add2_nb262144_1p_v4", 2),
     ("layernorm_fwd_bf16_add1_dqint8_syfp32_nb65536_1p_v8", 2),  # one 1024-thread block (QUANT_LN_TILES)
-    ("rmsnorm_fwd_bf16_add2_nb32768_1p_v8", 0),  # under 65536: no faster, and this one spilled
+    ("rmsnorm_fwd_bf16_add2_nb32768_1p_v8", 0),  # under 65536: no faster, and this one spills
     ("layernorm_fwd_bf16_nb65536_1p_v8", 0),  # no add: no faster
     ("layernorm_fwd_bf16_add1_nb8192_1p_v8", 0),  # held in registers
     ("layernorm_fwd_bf16_add1_2p_v8", 0),
@@ -181,15 +181,15 @@ def test_which_staged_rows_prefetch_their_columns(name, vectors):
     ("rmsnorm_fwd_bf16_sqfp8_nb65536_1p_v8", 2),  # a static quant reads gamma once a row
     ("rmsnorm_fwd_bf16_dqfp8_syfp32_nb65536_1p_v8", 4),  # a dynamic one twice
     ("layernorm_fwd_bf16_dqint8_syfp32_nb16384_1p_v8", 4),  # kept, all eight vectors a step
-    ("layernorm_fwd_fp16_dqint8_syfp32_nb16384_1p_v8", 0),  # ... fp16: spilled
-    ("layernorm_fwd_bf16_dqint8_syfp32_nb8192_1p_v8", 0),  # ... two a step at 48 registers: spilled
+    ("layernorm_fwd_fp16_dqint8_syfp32_nb16384_1p_v8", 0),  # ... fp16: spills
+    ("layernorm_fwd_bf16_dqint8_syfp32_nb8192_1p_v8", 0),  # ... two a step at 48 registers: spills
     ("layernorm_fwd_bf16_dqint8_syfp32_nb65536_1p_v8", 0),  # LayerNorm + quant not kept: no faster
     ("rmsnorm_fwd_bf16_nb131072_1p_v8", 0),  # six blocks an SM: no faster
-    ("layernorm_fwd_bf16_nb262144_1p_v8", 0),  # LayerNorm at 40 registers: spilled
+    ("layernorm_fwd_bf16_nb262144_1p_v8", 0),  # LayerNorm at 40 registers: spills
     ("rmsnorm_fwd_bf16_nb32768_1p_v8", 0),  # one block: no faster
     ("rmsnorm_fwd_bf16_add1_nb65536_1p_v8", 0),  # a fused add (prefetches into L1)
-    ("rmsnorm_fwd_bf16_wfp32_nb65536_1p_v8", 0),  # fp32 columns beside a 16-bit row: not measured
-    ("rmsnorm_fwd_bf16_smfp32_dqfp8_syfp32_nb65536_1p_v8", 0),  # a smooth scale: not measured
+    ("rmsnorm_fwd_bf16_wfp32_nb65536_1p_v8", 0),  # fp32 columns beside a 16-bit row: not light columns
+    ("rmsnorm_fwd_bf16_smfp32_dqfp8_syfp32_nb65536_1p_v8", 0),  # a smooth scale: not light columns
     ("rmsnorm_fwd_bf16_nb8192_1p_v8", 0),  # held in registers
     ("rmsnorm_fwd_bf16_2p_v8", 0),
 ])
@@ -257,7 +257,7 @@ def test_which_rows_are_streamed(name, cluster):
 
 @pytest.mark.parametrize("name, cache", [
     ("layernorm_fwd_bf16_smfp32_dqint8_syfp32_nb65536_1p_v8", Cache.PAST_L1),  # two output passes read the columns
-    ("layernorm_fwd_bf16_wfp32_dqint8_syfp32_nb65536_1p_v8", Cache.NORMAL),  # ... but fp32 columns spilled
+    ("layernorm_fwd_bf16_wfp32_dqint8_syfp32_nb65536_1p_v8", Cache.NORMAL),  # ... but not beside fp32 columns: they spill
     ("rmsnorm_fwd_bf16_dqfp8_syfp32_nb65536_1p_v8", Cache.NORMAL),  # one output pass
     ("layernorm_fwd_bf16_nb131072_1p_v8", Cache.PAST_L1),  # unfused 16-bit, clusters of eight
     ("layernorm_fwd_fp16_wfp32_nb524288_1p_v8_mv", Cache.PAST_L1),
@@ -280,7 +280,7 @@ def test_where_rows_leave_their_lines(name, cache):
     ("rmsnorm_fwd_fp32_nb524288_1p_v4", True),
     ("rmsnorm_fwd_bf16_nb65536_1p_v8", False),  # clusters of two
     ("rmsnorm_fwd_bf16_nb131072_1p_v4", True),
-    ("layernorm_fwd_bf16_nb262144_1p_v8", False),  # LayerNorm was no faster so
+    ("layernorm_fwd_bf16_nb262144_1p_v8", False),  # LayerNorm is no faster so
     ("rmsnorm_fwd_bf16_2p_v8", False),
 ])
 def test_which_tiles_launch_the_resident_clusters_once(name, resident):
