@@ -175,7 +175,7 @@ OPS = {
 
 
 # op -> the instance fields of its normgen call beyond the precisions (what dispatch picks
-# an instance for; scripts/tune_tiles.py builds its candidates from them too)
+# an instance for)
 CALLS = {
     "layernorm": (Norm.LAYERNORM, {}),
     "rmsnorm": (Norm.RMSNORM, {}),

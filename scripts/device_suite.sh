@@ -1,18 +1,16 @@
 #!/usr/bin/env bash
-# On the GPU machine: the GPU test suite, logs under $OUT, a short summary last.
+# The GPU suite, as run on the GPU machine: logs under $OUT, a short summary last.
 # Usage: bash scripts/device_suite.sh [pytest args...]   (default: tests)
 # JOBS (default 6) pytest processes share the run (--shard k/JOBS): the suite is bound by
-# NVRTC and the NumPy reference on the CPU, not by the GPU (on the H100 machine's 16 cores,
-# 6 processes ran 471 instance tests in under 2 minutes; one process ran 368 in 9.5). 8 run
-# clean; at 12 five tests ran out of the H100's memory (each process's CuPy pool keeps
-# gigabytes). With EXTRA=1 (the default) it then runs test_gpu_instances.py over each
-# selection in scripts/extra_selections.txt, generated into a folder of its own, all at
-# once. LIMIT (seconds, default none) interrupts each pytest so that it still reports what
-# failed so far. Then, with SANITIZE=1 (the default), scripts/sanitize.py (compute-sanitizer's
-# four tools over one instance of each pipeline x epilogue; SANITIZE_ARGS adds its flags), and
-# with SOAK_MINUTES set (default unset) scripts/soak.py for that many minutes (SOAK_ARGS adds
-# flags). Each one's last line goes into the summary. Hypothesis keeps its examples in
-# $OUT/hypothesis (HYPOTHESIS_DATABASE_DIR).
+# NVRTC and the NumPy reference on the CPU, not by the GPU; more than 8 can exhaust the GPU's
+# memory (each process's CuPy pool keeps gigabytes). With EXTRA=1 (the default) it then runs
+# test_gpu_instances.py over each selection in scripts/extra_selections.txt, generated into
+# a folder of its own, all at once. LIMIT (seconds, default none) interrupts each pytest so
+# that it still reports what failed so far. Then, with SANITIZE=1 (the default),
+# scripts/sanitize.py (compute-sanitizer's four tools over one instance of each pipeline x
+# epilogue; SANITIZE_ARGS adds its flags), and with SOAK_MINUTES set (default unset)
+# scripts/soak.py for that many minutes (SOAK_ARGS adds flags). Each one's last line goes
+# into the summary. Hypothesis keeps its examples in $OUT/hypothesis (HYPOTHESIS_DATABASE_DIR).
 set -uo pipefail
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 OUT="${OUT:-/tmp/normgen-out}"; mkdir -p "$OUT"

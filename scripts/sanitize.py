@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""normgen's kernels under compute-sanitizer: memcheck (with host API errors), racecheck,
-synccheck and initcheck over one instance of each pipeline x epilogue.
+"""The sanitizer run: one instance of each pipeline x epilogue under compute-sanitizer.
+
+Its four tools: memcheck (with host API errors), racecheck, synccheck and initcheck.
 
     python3 scripts/sanitize.py --out DIR [--jobs N] [--tools memcheck,racecheck] [--only GLOB]
     python3 scripts/sanitize.py --list      # the cases and the flags; needs no GPU

@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
-"""A soak: threads on several streams call normgen with random valid configurations for a
-while, every result checked against the float64 reference, while a sampler records the
-GPU memory in use and the dispatcher's caches.
+"""The soak: random valid calls on several threads and streams, every result checked.
+
+Threads on several streams call normgen with random valid configurations for a while, every
+result checked against the float64 reference, while a sampler records the GPU memory in use
+and the dispatcher's caches.
 
     python3 scripts/soak.py [--minutes 10] [--threads 6] [--configs 48] [--out DIR] [--seed S]
 

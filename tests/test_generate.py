@@ -2,6 +2,8 @@
 import importlib.util
 import os
 import shlex
+import subprocess
+import sys
 from dataclasses import replace
 from pathlib import Path
 
@@ -10,10 +12,11 @@ from click.testing import CliRunner
 
 from normgen import bench, codegen, registry
 from normgen.cli import main
+from normgen.compile import compile_file
 from normgen.matrix import AXES, select
 from normgen.recipe import recipe
 from normgen.spec import parse_name
-from normgen.types import DType, Pipeline
+from normgen.types import Cache, DType, Pipeline
 
 
 def run(*args):
@@ -178,55 +181,56 @@ def test_templates_are_strict():
         codegen._env.from_string("{{ no_such_thing }}").render()
 
 
-def _tune_tiles():
-    path = Path(__file__).resolve().parent.parent / "scripts" / "tune_tiles.py"
-    mod_spec = importlib.util.spec_from_file_location("tune_tiles", path)
+def _tune():
+    path = Path(__file__).resolve().parent.parent / "scripts" / "tune.py"
+    mod_spec = importlib.util.spec_from_file_location("tune", path)
     tune = importlib.util.module_from_spec(mod_spec)
     mod_spec.loader.exec_module(tune)
     return tune
 
 
-def test_tuning_patches_apply_to_the_rendered_header():
-    """scripts/tune_tiles.py tries kernel changes as text replacements in the header; a
-    replacement that no longer matches the template would fail only on the GPU machine."""
-    tune = _tune_tiles()
-    files = codegen.outputs(select())
-    for name in tune.PATCHES:
-        assert tune.patched(files, [name])[codegen.HEADER] != files[codegen.HEADER], name
-    instance = next(f for f in files if f.endswith(".cu"))
-    for name in ("colreg2", "colahead2"):  # to the instances' Traits
-        assert tune.patched(files, [name])[instance] != files[instance], name
-    folded = next(f for f in files if "kFoldShift = true;" in files[f])
-    assert "kFoldShift = false;" in tune.patched(files, [tune.NOFOLD])[folded]
-    known = (tune.BLOCKS, tune.SHARED, tune.CARVEOUT, tune.KEEP, tune.KEPT_STEP,
-             tune.COLUMN_REGISTERS, tune.COLUMN_AHEAD)  # at build or launch, or to the instances, not to the header
-    for _, _, _, cands in tune.CANDIDATES.values():
-        for _, _, _, _, _, *patches in cands:
-            assert all(p in tune.PATCHES or p in (tune.NOKEEP, tune.NOFOLD, tune.SNOKEEP) or any(r.match(p) for r in known)
-                       for p in patches), patches
-    streamed = tune.committed("layernorm+int8", DType.BF16, 65536)
-    with tune.candidate("layernorm+int8", DType.BF16, 65536, streamed + (tune.SNOKEEP,)) as (spec, _):
-        assert not recipe(spec).keep_outputs  # snokeep: streamed rows do not keep their outputs
-    with tune.candidate("layernorm+int8", DType.BF16, 65536, streamed) as (spec, _):
-        assert recipe(spec).keep_outputs
+def test_tuning_overrides_recipe_fields():
+    """scripts/tune.py builds a variant from the committed recipe by dataclasses.replace: no
+    override renders the committed file, the kernels follow whole_row_kernel, and a field,
+    value or tile that cannot be built is refused before anything runs."""
+    tune = _tune()
+    spec = parse_name("layernorm_fwd_bf16_dqint8_syfp32_nb16384_1p_v8")
+    assert recipe(spec).whole_row_kernel
+    assert codegen.render_instance(spec, tune.overridden(spec, {})) == codegen.outputs([spec])[spec.file_name]
+    built = tune.overridden(spec, tune.parse_variant("whole_row_kernel=false,tile.registers=40,row_cache=normal"))
+    assert built == replace(recipe(spec), whole_row_kernel=False, kernels=((spec.symbol, False),),
+                            tile=replace(recipe(spec).tile, registers=40), row_cache=Cache.NORMAL)
+    assert codegen.render_instance(spec, built).count("__global__") == 1
+    for bad, why in (("nope=1", "not a field"), ("tile.nope=1", "no field"), ("kernels=1", "not set"),
+                     ("output_step=four", "an integer"), ("fold_shift=2", "true or false"),
+                     ("row_cache=far", "one of normal"), ("tile.threads_per_row=512", "covers 32768")):
+        with pytest.raises(ValueError, match=why):
+            tune.overridden(spec, tune.parse_variant(bad))
 
 
-def test_tuning_candidates_of_the_committed_tiles_are_the_committed_kernels():
-    """tune_tiles' committed(op, x, n) times the instance the benchmark calls: its rendered
-    instance is the committed one, for every benchmarked row and tune_tiles' other ops (a
-    candidate's tile table entry and register budget must lead to the same decisions:
-    output step, early columns, lean build, launch bounds)."""
-    tune = _tune_tiles()
-    rows = {op: (dtypes, ns) for op, (dtypes, ns, *_) in bench.OPS.items()}
-    rows.update({op: (("bfloat16",), bench.BIG_N[:7]) for op in tune.EXTRA_OPS})
-    for op, (dtypes, ns) in rows.items():
+def test_tuning_counts_the_benchmarks_bytes():
+    """scripts/tune.py's ratio to copy counts the bytes the benchmark counts for its calls."""
+    tune = _tune()
+    for op, (dtypes, _, _, moved) in bench.OPS.items():
         for x in (d for d in DType if d.is_float_input and d.numpy.name in dtypes):
-            for n in ns:
-                spec = replace(tune.call_spec(op, x), pipeline=Pipeline.ONE_PASS, bucket=n, vec=x.vmax)
-                cand = tune.committed(op, x, n)
-                with tune.candidate(op, x, n, cand) as (_, files):
-                    rendered = tune.patched(files, cand[5:])[spec.file_name]
-                assert rendered == codegen.outputs([spec])[spec.file_name], (op, x, n, cand)
+            assert tune.bytes_moved(bench.call_spec(op, x), 96, 4096) == moved(96, 4096, x.itemsize), (op, x)
+
+
+def test_tuning_ptxas_prints_the_committed_recipe_then_each_variant():
+    """scripts/tune.py --ptxas (no GPU): the committed recipe's registers first, as ptxas
+    reports them for the committed file, then the variant's, built as its override says
+    (launch bounds for eight 128-thread blocks an SM: at most 64 registers)."""
+    name = "rmsnorm_fwd_bf16_nb1024_1p_v8"
+    assert recipe(parse_name(name)).tile.block_threads == 128 and recipe(parse_name(name)).min_blocks_per_sm != 8
+    root = Path(__file__).resolve().parent.parent
+    done = subprocess.run([sys.executable, str(root / "scripts" / "tune.py"), "--ptxas", name,
+                           "--set", "min_blocks_per_sm=8"], capture_output=True, text=True, cwd=root, timeout=300)
+    assert done.returncode == 0, done.stderr
+    rows = [line.split() for line in done.stdout.splitlines() if not line.startswith("#")]
+    assert [(r[0], r[2]) for r in rows] == [("committed", "registers,"), ("min_blocks_per_sm=8", "registers,")]
+    committed = compile_file(codegen.GENERATED / f"{name}.cu").resources["registers"]
+    assert int(rows[0][1]) == committed
+    assert int(rows[1][1]) <= 64
 
 
 def test_extra_selections_are_valid_and_not_empty():
