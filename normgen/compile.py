@@ -9,6 +9,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from .paths import TEMPLATES
+
 
 OPTIONS = ("--std=c++17", "-Xptxas=-v")  # -v: the ptxas resource report lands in the log
 
@@ -55,13 +57,24 @@ def nvrtc_version() -> tuple[int, int]:
 
 
 def options(arch: str, source_dir: Path) -> list[str]:
-    return [f"--gpu-architecture={arch}", *OPTIONS, f"-I{source_dir}", f"-I{cuda_include_dir()}"]
+    """The instance's folder (its normgen_fwd.cuh) first, then the kernel headers
+    (templates/kernels/, included as "kernels/NAME.cuh"), then CUDA's."""
+    return [f"--gpu-architecture={arch}", *OPTIONS, f"-I{source_dir}", f"-I{TEMPLATES}", f"-I{cuda_include_dir()}"]
+
+
+@functools.cache
+def kernel_headers() -> str:
+    """The kernel headers' names and contents, one digest: part of every cubin's key."""
+    h = hashlib.sha256()
+    for path in sorted((TEMPLATES / "kernels").glob("*.cuh")):
+        h.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
+    return h.hexdigest()
 
 
 def cache_key(source: str, header: str, arch: str) -> str:
-    """Everything the cubin depends on: the two sources, the options, the target, NVRTC."""
+    """Everything the cubin depends on: the sources, the options, the target, NVRTC."""
     h = hashlib.sha256()
-    for part in (source, header, arch, " ".join(OPTIONS), str(nvrtc_version())):
+    for part in (source, header, kernel_headers(), arch, " ".join(OPTIONS), str(nvrtc_version())):
         h.update(part.encode())
         h.update(b"\0")
     return h.hexdigest()[:20]

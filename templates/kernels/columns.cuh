@@ -1,0 +1,102 @@
+// Per-column vectors: gamma, beta, x-bias and smooth scale, read like the row.
+// Params: the generated normgen_fwd.cuh defines it before it includes forward.cuh.
+#pragma once
+#include "row.cuh"
+
+namespace normgen {
+
+// Packed like the row. Pipelines hold them in registers for all of a block's rows when
+// they fit the budget (they are the same for every row), else load them per vector.
+// Where a pipeline keeps gamma and beta in shared memory (streamed rows, streamed_rows.cuh),
+// it specializes this for its traits, with kShared true and load(g, b, i, col) reading
+// column col's vectors into vector i of g and b; elsewhere they are read from global memory.
+template <class K, bool = K::kStreamed> struct SharedColumns {
+  static constexpr bool kShared = false;
+};
+
+template <class K, int P, int V> struct Columns {
+  using W = typename K::W;
+  Packed<W, P, V> g, b;
+  Packed<typename K::X, P, V> bias;
+  Packed<typename K::SM, P, V> sm;
+  static constexpr int kWords = Packed<W, P, V>::kWords * (K::kNorm == Norm::LAYERNORM ? 2 : 1) +
+                                (K::kXBias ? Packed<typename K::X, P, V>::kWords : 0) +
+                                (K::kSmooth ? Packed<typename K::SM, P, V>::kWords : 0);
+
+  // Called once per row: the words look changed to the compiler, which then converts them at
+  // each use instead of keeping float copies for all rows (K::kPackColumns).
+  __device__ __forceinline__ void keep_packed() {
+    constexpr int kW = Packed<W, P, V>::kWords;
+#pragma unroll
+    for (int k = 0; k < kW; ++k) {
+      asm volatile("" : "+r"(g.w[k]));
+      if constexpr (K::kNorm == Norm::LAYERNORM) asm volatile("" : "+r"(b.w[k]));
+    }
+#pragma unroll
+    for (int k = 0; k < Packed<typename K::X, P, V>::kWords; ++k)
+      if constexpr (K::kXBias) asm volatile("" : "+r"(bias.w[k]));
+#pragma unroll
+    for (int k = 0; k < Packed<typename K::SM, P, V>::kWords; ++k)
+      if constexpr (K::kSmooth) asm volatile("" : "+r"(sm.w[k]));
+  }
+  __device__ __forceinline__ void load_bias(const Params& p, int i, i64 col) {
+    if constexpr (K::kXBias) bias.load(i, static_cast<const typename K::X*>(p.x_bias) + col);
+  }
+  __device__ __forceinline__ void load_epilogue(const Params& p, int i, i64 col) {
+    if constexpr (SharedColumns<K>::kShared) {  // a pipeline's copies in shared memory
+      SharedColumns<K>::load(g, b, i, col);
+      return;
+    }
+    if (p.gamma != nullptr) {
+      g.load(i, static_cast<const W*>(p.gamma) + col);
+    } else {  // no scale
+      float one[V];
+#pragma unroll
+      for (int j = 0; j < V; ++j) one[j] = 1.f;
+      g.set(i, one);
+    }
+    if constexpr (K::kNorm == Norm::LAYERNORM) {
+      if (p.beta != nullptr) {
+        b.load(i, static_cast<const W*>(p.beta) + col);
+      } else {
+        b.zero(i);
+      }
+    }
+    if constexpr (K::kSmooth) sm.load(i, static_cast<const typename K::SM*>(p.smooth) + col);
+  }
+  __device__ __forceinline__ void load(const Params& p, int i, i64 col) {
+    load_bias(p, i, col);
+    load_epilogue(p, i, col);
+  }
+};
+
+// Gamma and beta of a thread's first N vectors of a row brought into L1 ahead of their use
+// (prefetch.global.L1: no registers held, nothing waited for); `cols` as in RowCols.
+template <class K, int N, class Cols>
+__device__ __forceinline__ void prefetch_columns(const Params& p, const Cols& cols) {
+  using W = typename K::W;
+#pragma unroll
+  for (int i = 0; i < N; ++i) {
+    if (cols.inside(i)) {
+      if (p.gamma != nullptr) asm volatile("prefetch.global.L1 [%0];" ::"l"(static_cast<const W*>(p.gamma) + cols(i)));
+      if (K::kNorm == Norm::LAYERNORM && p.beta != nullptr)
+        asm volatile("prefetch.global.L1 [%0];" ::"l"(static_cast<const W*>(p.beta) + cols(i)));
+    }
+  }
+}
+
+// The per-column vectors of a thread's first E vectors of a staged row, loaded into registers
+// before the row's statistics are reduced, so that the first output step does not wait for
+// them after it (Recipe.column_registers); E = 0: none.
+template <class K, int E, int V> struct EarlyColumns {
+  static constexpr int kCount = E;
+  Columns<K, (E > 0 ? E : 1), V> c;
+  template <class Cols>
+  __device__ __forceinline__ void load(const Params& p, const Cols& cols) {
+#pragma unroll
+    for (int i = 0; i < E; ++i)
+      if (cols.inside(i)) c.load_epilogue(p, i, cols(i));
+  }
+};
+
+}  // namespace normgen

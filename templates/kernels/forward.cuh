@@ -1,0 +1,56 @@
+// The forward kernels' entry: norm_fwd<Traits, kFull> checks an instance's traits against
+// one another and runs the pipeline they name. An instance file (templates/instance.cu.j2)
+// defines the Traits and a kernel that calls norm_fwd; the generated normgen_fwd.cuh defines
+// Params and includes this file.
+#pragma once
+#include "register_rows.cuh"
+#include "staged_rows.cuh"
+#include "streamed_rows.cuh"
+#include "two_pass_rows.cuh"
+
+namespace normgen {
+
+template <class K, bool kFull>
+__device__ __forceinline__ void norm_fwd(const Params& p) {
+  static_assert(!K::kPackColumns || (K::kPipeline == Pipeline::ONE_PASS && !K::kStaged),
+                "only register-held one-pass rows hold columns, packed or not");
+  static_assert(!K::kKeepOutputs || (K::kPipeline == Pipeline::ONE_PASS && K::kQuant == Quant::DYNAMIC &&
+                                     !merged_max<K>()),
+                "outputs are kept only by one-pass rows, between a dynamic quant's maximum and the stores");
+  static_assert(!kFull || (K::kPipeline == Pipeline::ONE_PASS && (K::kStaged || K::kStreamed)),
+                "only staged and streamed rows have whole-row kernels");
+  static_assert(K::kRepeat % K::kOutputStep == 0, "output passes take a thread's vectors in whole steps");
+  static_assert(K::kColumnPrefetch <= K::kRepeat && (K::kColumnPrefetch == 0 || K::kStaged),
+                "staged rows prefetch some of their vectors' columns");
+  static_assert(K::kColumnRegisters <= K::kOutputStep && (K::kColumnRegisters == 0 || K::kStaged),
+                "staged rows load some of their first output step's columns early");
+  static_assert(!K::kFoldShift || (K::kPipeline == Pipeline::ONE_PASS && (K::kStaged || K::kStreamed) &&
+                                   K::kNorm == Norm::LAYERNORM && (K::kStreamed || !K::kKeepOutputs)),
+                "staged or streamed LayerNorm rows fold their shift into the output passes' chain");
+  static_assert(!K::kLean || (K::kPipeline == Pipeline::ONE_PASS && !K::kStaged),
+                "only register-held one-pass rows are built lean");
+  static_assert(!K::kStreamed || (K::kPipeline == Pipeline::ONE_PASS && !K::kStaged && !K::kLean &&
+                                  K::kRowsPerBlock == 1 && K::kFusedAdd == 0 && !K::kXBias &&
+                                  !K::kSmooth && sizeof(typename K::W) == sizeof(typename K::X) &&
+                                  K::kVec * sizeof(typename K::X) == 16),
+                "streamed rows: one row a block, of whole 16-byte vectors, gamma and beta of x's precision");
+  static_assert(K::kRowCache == Cache::NORMAL || K::kPipeline == Pipeline::ONE_PASS,
+                "only one-pass rows choose where their loads of x leave their lines");
+  if constexpr (K::kPipeline == Pipeline::ONE_PASS && (K::kStaged || kFull)) {
+    Params q = p;  // in a whole-row kernel n is a compile-time constant everywhere (counts, offsets)
+    if constexpr (kFull) q.n = K::kThreadsPerRow * K::kCluster * K::kRepeat * K::kVec;
+    if constexpr (K::kStaged) {
+      staged_rows<K, kFull>(q);
+    } else {
+      streamed_rows<K, kFull>(q);
+    }
+  } else if constexpr (K::kPipeline == Pipeline::ONE_PASS && K::kStreamed) {
+    streamed_rows<K, false>(p);
+  } else if constexpr (K::kPipeline == Pipeline::ONE_PASS) {
+    register_rows<K>(p);
+  } else {
+    two_pass_rows<K>(p);
+  }
+}
+
+}  // namespace normgen
