@@ -8,7 +8,7 @@ import math
 import numbers
 from pathlib import Path
 from dataclasses import dataclass, replace
-from typing import Callable, Optional
+from typing import Callable, NamedTuple, Optional
 
 from . import arrays, devices, ondemand, paths, runtime, tiles
 from . import registry as registry_file
@@ -84,30 +84,60 @@ def _missing(best: KernelSpec, n: int) -> MissingInstanceError:
         f"{best.name}: {ondemand.ship_command(best, GENERATED_DIR)}")
 
 
-def _resolve(key) -> runtime.Kernel:
+class CallKey(NamedTuple):
+    """What chooses a call's instance (_plan makes it; _kernels files kernels under it): its
+    device, row length and vector alignment, and its arguments' fusions and precisions."""
+
+    device: int
+    n: int
+    vec_align: int  # the widest vector (elements) every row and column vector is aligned to
+    norm: Norm
+    x: DType
+    w: Optional[DType]  # None: no gamma or beta
+    out: DType
+    fused_add: FusedAdd
+    x_bias: bool
+    quant: Quant
+    smooth: Optional[DType]
+    scale: Optional[DType]
+    save_stats: bool
+
+    def calls(self) -> list[KernelSpec]:
+        """The call as specs, their pipeline, bucket and vector width left to the choice: one
+        per weight precision that serves it (without gamma or beta, x's first, then fp32)."""
+        return [KernelSpec(self.norm, self.x, w, self.out, self.fused_add, self.x_bias, self.quant, self.smooth,
+                           self.scale, self.save_stats, pipeline=Pipeline.TWO_PASS, bucket=None, vec=1)
+                for w in ((self.x, DType.FP32) if self.w is None else (self.w,))]
+
+
+def chosen(key: CallKey, dev: devices.Device) -> tuple[KernelSpec, bool]:
+    """The instance that serves a call on `dev`, and whether it is shipped: the first shipped
+    candidate of the call's specs in turn, else the first spec's best candidate."""
+    calls = key.calls()
+    for call in calls:
+        spec = shipped(call, key.n, key.vec_align, dev)
+        if spec is not None:
+            return spec, True
+    return next(candidates(calls[0], key.n, key.vec_align, dev)), False
+
+
+def _resolve(key: CallKey) -> runtime.Kernel:
     spec, folder = instance_for(key)
-    kernel = runtime.load(spec, folder, key[0], key[1])
+    kernel = runtime.load(spec, folder, key.device, key.n)
     _kernels[key] = kernel
     return kernel
 
 
-def instance_for(key, dev: Optional[devices.Device] = None) -> tuple[KernelSpec, Path]:
-    """The instance that serves a call key (see _plan) on its device (or `dev`), and the
-    folder of its file: the first shipped candidate (for a call without gamma or beta, of
-    either weight precision, x's first), else the best candidate generated on demand
-    (strict: MissingInstanceError)."""
-    device, n, vec_align, norm, x, w, *fields = key
-    dev = dev or devices.of(device)
-    calls = [KernelSpec(norm, x, wd, *fields, pipeline=Pipeline.TWO_PASS, bucket=None, vec=1)
-             for wd in ((x, DType.FP32) if w is None else (w,))]
-    for call in calls:
-        spec = shipped(call, n, vec_align, dev)
-        if spec is not None:
-            return spec, GENERATED_DIR
-    best = next(candidates(calls[0], n, vec_align, dev))
+def instance_for(key: CallKey, dev: Optional[devices.Device] = None) -> tuple[KernelSpec, Path]:
+    """The instance that serves a call on its device (or `dev`), and the folder of its file:
+    the shipped one, else the best candidate generated on demand (strict:
+    MissingInstanceError)."""
+    spec, is_shipped = chosen(key, dev or devices.of(key.device))
+    if is_shipped:
+        return spec, GENERATED_DIR
     if ondemand.strict():
-        raise _missing(best, n)
-    return best, ondemand.provide(best)
+        raise _missing(spec, key.n)
+    return spec, ondemand.provide(spec)
 
 
 # ---- argument checks ----------------------------------------------------------------------
@@ -497,8 +527,8 @@ def _plan(norm, x, gamma, beta, residual, x_bias, smooth_scale, quant_scale, eps
         arrays.maker(xv, lead, DType.FP32) if return_stats else None,
     )
     if rows and kernel is None:
-        key = (xv.device, n, _vec_align(xv, bits, aligned), norm, xv.dtype, wdt, out, fused_add,
-               x_bias is not None, mode, smooth, sdt, return_stats)
+        key = CallKey(xv.device, n, _vec_align(xv, bits, aligned), norm, xv.dtype, wdt, out, fused_add,
+                      x_bias is not None, mode, smooth, sdt, return_stats)
         kernel = _kernels.get(key) or _resolve(key)
     single = fused_add != FusedAdd.STORE and mode != Quant.DYNAMIC and not return_stats
     plan = Plan(xv.device, kernel.launcher(rows) if rows else None, makers, arrays.stream_getter(xv),

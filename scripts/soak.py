@@ -62,7 +62,7 @@ import numpy as np  # noqa: E402
 
 from normgen import dispatch, reference  # noqa: E402
 from normgen.spec import KernelSpec  # noqa: E402
-from normgen.types import QUANT_NAMES, DType, FusedAdd, Norm, NormOutput, Pipeline, Quant  # noqa: E402
+from normgen.types import QUANT_NAMES, DType, FusedAdd, Norm, NormOutput, Quant  # noqa: E402
 
 # ---- configurations ----------------------------------------------------------------------------
 N_BUCKETS = (64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072)
@@ -160,27 +160,20 @@ def vec_align(c: Config) -> int:
     return min(bits & -bits, 16 // c.x.itemsize)
 
 
-def call_key(c: Config, device: int = 0) -> tuple:
+def call_key(c: Config, device: int = 0) -> dispatch.CallKey:
     """The key dispatch._plan files the kernel of a call of c under (dispatch._kernels)."""
     out = QUANT_NAMES[c.quant] if c.quant else c.x
     mode = Quant.NONE if not c.quant else Quant.STATIC if c.static else Quant.DYNAMIC
     sdt = DType(SCALE_DTYPES[c.scale_dtype or "float32"]) if mode == Quant.DYNAMIC else None
     w = c.gamma or c.beta
-    return (device, c.n, vec_align(c), c.norm, c.x, w, out, c.residual, c.x_bias, mode,
-            c.smooth if c.quant else None, sdt, c.stats)
+    return dispatch.CallKey(device, c.n, vec_align(c), c.norm, c.x, w, out, c.residual, c.x_bias, mode,
+                            c.smooth if c.quant else None, sdt, c.stats)
 
 
 def planned_instance(c: Config, dev) -> KernelSpec:
     """The instance the dispatcher serves c with on `dev` (dispatch.instance_for's choice,
     without generating anything): the first shipped candidate, else the best candidate."""
-    _, n, vec, norm, x, w, *fields = call_key(c)
-    calls = [KernelSpec(norm, x, wd, *fields, pipeline=Pipeline.TWO_PASS, bucket=None, vec=1)
-             for wd in ((x, DType.FP32) if w is None else (w,))]
-    for call in calls:
-        spec = dispatch.shipped(call, n, vec, dev)
-        if spec is not None:
-            return spec
-    return next(dispatch.candidates(calls[0], n, vec, dev))
+    return dispatch.chosen(call_key(c), dev)[0]
 
 
 # ---- the growth verdict ------------------------------------------------------------------------

@@ -119,8 +119,8 @@ def test_choice_and_missing_instance_message(tmp_path):
 
 
 # (device, n, vec, norm, x, w, out, fused_add, x_bias, quant, smooth, scale, save_stats)
-NO_WEIGHTS = (0, 1000, 8, Norm.RMSNORM, DType.BF16, None, DType.BF16, FusedAdd.NONE, False,
-              Quant.NONE, None, None, False)
+NO_WEIGHTS = dispatch.CallKey(0, 1000, 8, Norm.RMSNORM, DType.BF16, None, DType.BF16, FusedAdd.NONE, False,
+                              Quant.NONE, None, None, False)
 
 
 def test_no_weights_take_an_instance_of_either_weight_precision(strict):
@@ -149,7 +149,7 @@ def test_a_call_no_instance_serves_is_generated_into_the_cache(tmp_path, monkeyp
         assert codegen.differences(folder, codegen.outputs([spec])) == []
         assert codegen.registered(folder) == [spec]
         # a second instance is added beside the first; the first is not generated again
-        other = (0, 5003, 1) + NO_WEIGHTS[3:]
+        other = NO_WEIGHTS._replace(n=5003, vec_align=1)
         with pytest.warns(normgen.NormgenWarning, match="rmsnorm_fwd_bf16_nb8192_1p_v1"):
             dispatch.instance_for(other, H100)
         assert [s.name for s in codegen.registered(folder)] == ["rmsnorm_fwd_bf16_nb1024_1p_v8",
@@ -170,8 +170,8 @@ def test_generation_on_demand_is_safe_across_processes(tmp_path):
         "from normgen.types import *\n"
         "dispatch.use_generated(dispatch.GENERATED_DIR, registry={})\n"
         "for n in (int(sys.argv[1]), 3000, 700):\n"
-        "    dispatch.instance_for((0, n, 1, Norm.RMSNORM, DType.BF16, DType.BF16, DType.BF16, FusedAdd.NONE,"
-        " False, Quant.NONE, None, None, False), KNOWN[90])\n")
+        "    dispatch.instance_for(dispatch.CallKey(0, n, 1, Norm.RMSNORM, DType.BF16, DType.BF16, DType.BF16,"
+        " FusedAdd.NONE, False, Quant.NONE, None, None, False), KNOWN[90])\n")
     env = {**os.environ, "NORMGEN_CACHE_DIR": str(tmp_path)}
     procs = [subprocess.Popen([sys.executable, "-c", script, str(n)], env=env, cwd=ROOT) for n in (100, 200, 5000, 20000)]
     assert [p.wait(timeout=120) for p in procs] == [0] * 4
