@@ -112,8 +112,7 @@ def _libcuda() -> ctypes.CDLL:
 
 def resident_clusters(func: int, tile) -> int:
     """How many of a cluster kernel's clusters an idle device holds at once: fewer than its
-    blocks per SM x SMs / cluster size, as a cluster's blocks must share a GPC (45 against 49
-    for clusters of eight 512-thread blocks, three per SM, on an H100). At least 1;
+    blocks per SM x SMs / cluster size, as a cluster's blocks must share a GPC. At least 1;
     RuntimeError naming the CUresult where the driver call fails. The kernel's cluster shape
     is compiled in (__cluster_dims__), so the config names no cluster attribute."""
     lib = _libcuda()
