@@ -4,7 +4,7 @@ stated beside their helpers below; the measurements behind them are in docs/poli
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Optional
 
 from . import tiles
@@ -14,13 +14,204 @@ if TYPE_CHECKING:
     from .spec import KernelSpec
 
 
+# ---- tiles: the tables' entries made into an instance's tile -------------------------------
+@dataclass(frozen=True)
+class Tile:
+    threads_per_row: int  # per block
+    rows_per_block: int
+    vec: int  # elements per access
+    repeat: int  # accesses per thread per row (one-pass) or per chunk (two-pass)
+    cluster: int = 1  # blocks per row
+    stage_bytes: int = 0  # shared memory holding each block's share of the row (0: registers)
+    registers: int = 128  # a thread's register budget (min_blocks_per_sm: __launch_bounds__)
+    # launched as one wave of exactly the clusters the device holds at once, each striding
+    # over many rows, instead of `waves` times as many (see tiles.RESIDENT_MIN_CLUSTER; streamed
+    # tiles over clusters, tiles.STREAMED_TILES, too). A device
+    # that runs other work beside the kernel holds fewer: the clusters left over then run
+    # after the others, and the launch takes up to twice as long
+    resident: bool = False
+    # shared memory of a streamed block (see tiles.STREAMED_TILES): its next row's stage, then its
+    # gamma and beta (0: not streamed). Its row is held in registers (stage_bytes 0)
+    stream_bytes: int = 0
+
+    @property
+    def shared_bytes(self) -> int:
+        """The dynamic shared memory a block is launched with."""
+        return self.stage_bytes or self.stream_bytes
+
+    @property
+    def lean(self) -> bool:
+        """A register-held row built for fewer registers than the default 128 holds nothing
+        but its row: no next row loaded ahead, no per-column vectors kept across rows."""
+        return not self.shared_bytes and self.registers < 128
+
+    @property
+    def block_threads(self) -> int:
+        return self.threads_per_row * self.rows_per_block
+
+    @property
+    def waves(self) -> int:
+        """Blocks launched per block the device holds at once (when there are rows enough):
+        blocks that stride over many rows finish unevenly and leave SMs idle at the end, and
+        more, shorter-lived blocks let the scheduler balance the tail and mix the phases
+        (load, reduce, store) on each SM. Resident tiles launch one wave of the clusters the
+        device holds (runtime.resident_clusters); streamed blocks one wave, each streaming
+        its next row while it works on this one (docs/policy.md: tile waves)."""
+        if self.stream_bytes:
+            return 1
+        return 4 if self.stage_bytes and self.cluster > 1 else 16
+
+    @property
+    def min_blocks_per_sm(self) -> int:
+        """__launch_bounds__' residency target: as many blocks as the register budget lets an
+        SM hold, or as its shared memory does, if fewer. Register-held rows get 128
+        registers a thread, which keeps two 256-thread blocks on an SM; staged blocks must
+        share an SM (that is their point): 64 registers unless the table says otherwise
+        (docs/policy.md: min_blocks_per_sm)."""
+        blocks = tiles.REGISTERS_PER_SM // (self.block_threads * self.registers)
+        if self.shared_bytes:
+            blocks = min(blocks, tiles.SHARED_PER_SM // (self.shared_bytes + 1024))
+        return max(blocks, 1)
+
+
+# At most this many accesses per thread in a one-pass row of a 512-thread block (twice as
+# many at 256 threads, half at 1024: the register file is shared): each is a register-held
+# address and value; past it (only scalar access on the longest rows) registers spill.
+MAX_REPEAT = 32
+
+
+def has_one_pass(x: DType, bucket: int, vec: int) -> bool:
+    if bucket not in tiles.ONE_PASS_TILES[x.itemsize]:
+        return False
+    t = one_pass_tile(x, bucket, vec)
+    # staged rows move whole 32-bit words through shared memory
+    fits = t.repeat * t.block_threads <= MAX_REPEAT * 512
+    return fits and (not t.stage_bytes or vec * x.itemsize >= 4)
+
+
+# Shared memory a staged block may take to keep its share of the row as floats.
+KEEP_STAGE_BYTES = 64 * 1024
+
+
+def keeps_outputs(tile: Tile, x: DType | None = None) -> bool:
+    """Whether a one-pass row can keep its float outputs between a dynamic quant's absolute
+    maximum and the stores, instead of computing them twice: in registers (at most 32 per
+    thread, in blocks built for 128 registers), staged in shared memory as floats (at most
+    KEEP_STAGE_BYTES per block), or, streamed, in registers where the row spans a cluster and
+    x is of tiles.STREAMED_KEEP's types (docs/policy.md: keep_outputs)."""
+    if tile.stage_bytes:
+        return float_stage_bytes(tile) <= KEEP_STAGE_BYTES
+    if tile.stream_bytes:
+        return tile.cluster > 1 and x in tiles.STREAMED_KEEP
+    return tile.repeat * tile.vec <= 32 and tile.block_threads <= 512
+
+
+def kept_output_step(tile: Tile, light: bool) -> int:
+    """The vectors at a time of a staged row's output passes where it keeps its outputs
+    (Recipe.output_step): all of them in one-block rows of 64 registers or more whose only
+    per-column vectors are gamma and beta of x's precision (`light`), since each step waits
+    for its columns from L2; else two, which kept the others from spilling
+    (docs/policy.md: output_step)."""
+    if light and tile.cluster == 1 and tile.registers >= 64:
+        return tile.repeat
+    return 2 if tile.repeat % 2 == 0 else tile.repeat
+
+
+def float_stage_bytes(tile: Tile) -> int:
+    """Shared memory of a staged block's share of the row as floats."""
+    return tile.threads_per_row * tile.repeat * tile.vec * 4
+
+
+def pack_columns(tile: Tile, column_vectors: int, fused: bool, keeps: bool) -> bool:
+    """Whether a one-pass block keeps its held 16-bit per-column vectors (gamma, beta,
+    x-bias, smooth scale: column_vectors of them) as loaded, converting them at each use,
+    rather than as floats (twice the registers): where they would push the registers past an
+    occupancy step or into spills, in register-held fused rows or rows of 256 threads or
+    more, in blocks of at most 256 threads or that keep their outputs (docs/policy.md:
+    pack_columns)."""
+    floats = column_vectors * tile.repeat * tile.vec
+    wanted = fused or tile.threads_per_row >= 256
+    return wanted and tile.stage_bytes == 0 and (tile.block_threads <= 256 or keeps) and floats > 32
+
+
+@dataclass(frozen=True)
+class Op:
+    """What of an instance's operation its one-pass tile depends on (Recipe.op)."""
+
+    rmsnorm: bool = False  # else LayerNorm
+    prologue: bool = False  # a fused add or x-bias: a second input, or a second per-column vector
+    quant: Quant = Quant.NONE
+    light_columns: bool = False  # gamma and beta of x's precision alone: no smooth scale, no prologue
+
+    @property
+    def fused(self) -> bool:
+        """A fused prologue or quant, for which tiles.ONE_PASS_TILES' register budgets (set for
+        plain rows) do not hold: a fused row holds more a thread."""
+        return self.prologue or self.quant != Quant.NONE
+
+    @property
+    def quant_ln(self) -> bool:
+        """LayerNorm with a dynamic quant: its tile may differ (tiles.QUANT_LN_TILES), and its
+        staged rows are kept as floats where they fit (keeps_outputs)."""
+        return not self.rmsnorm and self.quant == Quant.DYNAMIC
+
+    @property
+    def plain_ln(self) -> bool:
+        """Unfused LayerNorm, whose tile may differ too (tiles.LEAN_LN_TILES)."""
+        return not self.rmsnorm and not self.fused
+
+    @property
+    def tables(self) -> list:
+        """The tables that may replace tiles.ONE_PASS_TILES' entry, first match first."""
+        streamed = [tiles.STREAMED_TILES] if self.quant_ln and self.light_columns else []
+        own = streamed + [tiles.QUANT_LN_TILES] if self.quant_ln else [tiles.LEAN_LN_TILES] if self.plain_ln else []
+        return own + ([tiles.SINGLE_INPUT_TILES] if not self.prologue and not self.quant_ln else [])
+
+
+def entries(table: dict, x: DType) -> dict:
+    """A special table's buckets for rows of x: keyed by x where the two 16-bit types differ
+    (tiles.STREAMED_TILES), else by its element bytes."""
+    return table.get(x) or table.get(x.itemsize, {})
+
+
+def one_pass_tile(x: DType, bucket: int, vec: int, op: Op | None = None) -> Tile:
+    """The one-pass tile of a bucket for `op` (None: tiles.ONE_PASS_TILES' entry as it stands).
+    The special tables (Op.tables) serve whole 16-byte vectors only; RMSNorm's rows over
+    large clusters are resident (tiles.RESIDENT_MIN_CLUSTER)."""
+    tables = op.tables if op and vec == x.vmax else []
+    entry = next(filter(None, (entries(t, x).get(bucket) for t in tables)), None)
+    shape = entry or tiles.ONE_PASS_TILES[x.itemsize][bucket]
+    threads, rows, cluster = shape.threads, shape.rows, shape.cluster
+    staged, streamed = shape.store == tiles.STAGED, shape.store == tiles.STREAMED
+    # tiles.ONE_PASS_TILES' budgets hold for plain rows only; a special table's for its op
+    budgeted = shape.registers is not None and (entry or not (op and op.fused))
+    registers = shape.registers if budgeted else 64 if staged else 128
+    per_thread = bucket // (threads * cluster)
+    # a streamed block's shared memory: its share of the row's stage (x), of gamma and of beta
+    # (light columns: x's precision), and the stage's mbarrier
+    stream = 3 * bucket // cluster * x.itemsize + 16 if streamed else 0
+    # streamed blocks launch one wave (Tile.waves), which over clusters must be of the clusters
+    # the device holds at once (of single blocks: its blocks per SM times its SMs)
+    resident = streamed and cluster > 1 or bool(op and op.rmsnorm) and cluster >= tiles.RESIDENT_MIN_CLUSTER
+    t = Tile(threads, rows, vec, per_thread // vec, cluster, bucket // cluster * x.itemsize if staged else 0,
+             registers, resident, stream)
+    keep = staged and op and op.quant_ln and keeps_outputs(t)
+    return replace(t, stage_bytes=float_stage_bytes(t)) if keep else t
+
+
+def two_pass_tile(vec: int, x: DType) -> Tile:
+    # Keep the bytes in flight per chunk the same whatever the vector width.
+    return Tile(tiles.TWO_PASS_THREADS, 1, vec, tiles.TWO_PASS_UNROLL * x.vmax // vec)
+
+
+# ---- the recipe ----------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Recipe:
     """Everything of an instance that is chosen rather than named: what the instance template
     renders besides the spec's fields, and what the launch needs."""
 
-    tile: tiles.Tile
-    op: tiles.Op  # what of the operation the one-pass tile depends on
+    tile: Tile
+    op: Op  # what of the operation the one-pass tile depends on
     whole_row_kernel: bool  # a second kernel, for rows of exactly the bucket's length
     kernels: tuple[tuple[str, bool], ...]  # (symbol, serves only rows of the bucket's length) per kernel
     min_blocks_per_sm: int  # __launch_bounds__' residency target
@@ -72,24 +263,24 @@ def _one_pass(spec: KernelSpec) -> bool:
 
 # The tile depends on the operation only through Op: a fused add or x-bias (a second input),
 # the quant, and whether gamma and beta of x's precision are the only per-column vectors.
-def _op(spec: KernelSpec) -> tiles.Op:
+def _op(spec: KernelSpec) -> Op:
     prologue = spec.fused_add != FusedAdd.NONE or spec.x_bias
-    return tiles.Op(spec.norm == Norm.RMSNORM, prologue, spec.quant,
+    return Op(spec.norm == Norm.RMSNORM, prologue, spec.quant,
                     not prologue and spec.smooth is None and spec.w == spec.x)
 
 
-# One-pass rows take their bucket's tile for the op (tiles.one_pass_tile); two-pass rows
+# One-pass rows take their bucket's tile for the op (one_pass_tile); two-pass rows
 # stream fixed chunks whatever N is.
-def _tile(spec: KernelSpec, op: tiles.Op) -> tiles.Tile:
+def _tile(spec: KernelSpec, op: Op) -> Tile:
     if _one_pass(spec):
-        return tiles.one_pass_tile(spec.x, spec.bucket, spec.vec, op)
-    return tiles.two_pass_tile(spec.vec, spec.x)
+        return one_pass_tile(spec.x, spec.bucket, spec.vec, op)
+    return two_pass_tile(spec.vec, spec.x)
 
 
 # Staged and streamed rows get a second kernel for rows of exactly the bucket's length, which
 # issues all of a pass's loads ahead of its arithmetic; not with an x-bias, nor for a dynamic
 # quant with two or more extra loads per vector, which spill under the staged register budget.
-def _whole_row_kernel(spec: KernelSpec, tile: tiles.Tile) -> bool:
+def _whole_row_kernel(spec: KernelSpec, tile: Tile) -> bool:
     staged = _one_pass(spec) and tile.shared_bytes > 0
     wide_columns = spec.w.itemsize > spec.x.itemsize and tile.block_threads == 1024
     loads = ((spec.fused_add != FusedAdd.NONE) + (spec.smooth is not None) + (spec.vec * spec.x.itemsize < 16)
@@ -99,41 +290,41 @@ def _whole_row_kernel(spec: KernelSpec, tile: tiles.Tile) -> bool:
 
 
 # One-pass blocks keep their held 16-bit per-column vectors packed where floats would cost an
-# occupancy step or spills (the rule is tiles.pack_columns').
-def _pack_columns(spec: KernelSpec, op: tiles.Op, tile: tiles.Tile, keep: bool) -> bool:
+# occupancy step or spills (the rule is pack_columns').
+def _pack_columns(spec: KernelSpec, op: Op, tile: Tile, keep: bool) -> bool:
     if not _one_pass(spec):
         return False
     held = [spec.w] * (1 + (spec.norm == Norm.LAYERNORM)) + [spec.x] * spec.x_bias + [spec.smooth]
-    return tiles.pack_columns(tile, sum(d is not None and d.itemsize == 2 for d in held), op.fused, keep)
+    return pack_columns(tile, sum(d is not None and d.itemsize == 2 for d in held), op.fused, keep)
 
 
 # LayerNorm's dynamic quant keeps the outputs it computes for the row's maximum for the stores
-# where the tile has room (tiles.keeps_outputs); RMSNorm's maximum comes with its statistics.
-def _keep_outputs(spec: KernelSpec, op: tiles.Op, tile: tiles.Tile) -> bool:
-    return op.quant_ln and _one_pass(spec) and tiles.keeps_outputs(tile, spec.x)
+# where the tile has room (keeps_outputs); RMSNorm's maximum comes with its statistics.
+def _keep_outputs(spec: KernelSpec, op: Op, tile: Tile) -> bool:
+    return op.quant_ln and _one_pass(spec) and keeps_outputs(tile, spec.x)
 
 
 # The output passes take all of a thread's vectors a step, but staged rows take four over
-# more than eight (more spill), and rows that keep their outputs tiles.kept_output_step's.
-def _output_step(spec: KernelSpec, op: tiles.Op, tile: tiles.Tile, keep: bool) -> int:
+# more than eight (more spill), and rows that keep their outputs kept_output_step's.
+def _output_step(spec: KernelSpec, op: Op, tile: Tile, keep: bool) -> int:
     p = tile.repeat
     if not _one_pass(spec) or not tile.stage_bytes:
         return p
     if keep:
-        return tiles.kept_output_step(tile, op.light_columns)
+        return kept_output_step(tile, op.light_columns)
     return 4 if p > 8 else p
 
 
 # Staged rows of 65536 or more with a fused add prefetch two vectors' gamma and beta into L1
 # while their statistics are reduced; shorter or unfused rows gain nothing so.
-def _column_prefetch(spec: KernelSpec, tile: tiles.Tile) -> int:
+def _column_prefetch(spec: KernelSpec, tile: Tile) -> int:
     staged = _one_pass(spec) and tile.stage_bytes
     return 2 if staged and spec.fused_add != FusedAdd.NONE and spec.bucket >= 65536 else 0
 
 
 # Staged rows with light columns load their first step's columns into registers before the
 # reduction where an SM holds few blocks to hide that wait, and where it does not spill.
-def _column_registers(spec: KernelSpec, op: tiles.Op, tile: tiles.Tile, keep: bool, step: int,
+def _column_registers(spec: KernelSpec, op: Op, tile: Tile, keep: bool, step: int,
                       blocks: int) -> int:
     if not _one_pass(spec) or not tile.stage_bytes or not op.light_columns:
         return 0
@@ -150,7 +341,7 @@ def _column_registers(spec: KernelSpec, op: tiles.Op, tile: tiles.Tile, keep: bo
 # LayerNorm's dynamic quant on one-block staged (or streamed) rows that compute their outputs
 # twice from light columns folds the shift into the normalize chain's constant (rows near
 # zero): those rows are bound by their instructions.
-def _fold_shift(spec: KernelSpec, op: tiles.Op, tile: tiles.Tile, keep: bool) -> bool:
+def _fold_shift(spec: KernelSpec, op: Op, tile: Tile, keep: bool) -> bool:
     one_block = tile.cluster == 1 or tile.stream_bytes  # (streamed clusters: a block's pass as one block's)
     return bool(op.quant_ln and _one_pass(spec) and tile.shared_bytes and one_block
                 and (not keep or tile.stream_bytes) and op.light_columns)
@@ -158,13 +349,13 @@ def _fold_shift(spec: KernelSpec, op: tiles.Op, tile: tiles.Tile, keep: bool) ->
 
 # Staged rows that fold their shift load each vector's columns one vector ahead: ptxas does
 # not move a load above an earlier store that might alias it.
-def _column_ahead(tile: tiles.Tile, fold: bool) -> int:
+def _column_ahead(tile: Tile, fold: bool) -> int:
     return 1 if fold and tile.stage_bytes else 0
 
 
 # Register-held rows keep x in L2 (evict_last) unless quantized; staged rows load past L1,
 # leaving it to the per-column vectors every row reads again, where that pays and does not spill.
-def _row_cache(spec: KernelSpec, op: tiles.Op, tile: tiles.Tile) -> Cache:
+def _row_cache(spec: KernelSpec, op: Op, tile: Tile) -> Cache:
     if not _one_pass(spec):
         return Cache.NORMAL
     if not tile.stage_bytes:
@@ -177,7 +368,7 @@ def _row_cache(spec: KernelSpec, op: tiles.Op, tile: tiles.Tile) -> Cache:
 # The tile's residency (its register budget), halved for staged blocks with an x-bias or a
 # dynamic quant over narrow vectors (they spill at 64 registers); unfused fp32 LayerNorm rows
 # of 32 elements a thread in 512-thread blocks fit two blocks an SM.
-def _min_blocks_per_sm(spec: KernelSpec, op: tiles.Op, tile: tiles.Tile) -> int:
+def _min_blocks_per_sm(spec: KernelSpec, op: Op, tile: Tile) -> int:
     narrow = spec.quant == Quant.DYNAMIC and tile.vec * spec.x.itemsize < 8
     if tile.stage_bytes and (spec.x_bias or narrow):
         return max(tile.min_blocks_per_sm // 2, 1)

@@ -8,7 +8,7 @@ from dataclasses import dataclass, fields
 from typing import Optional
 
 from . import tiles
-from .recipe import recipe
+from .recipe import has_one_pass, recipe
 from .types import FLOAT_INPUTS, QUANT_OUTPUTS, DType, FusedAdd, Norm, Pipeline, Quant
 
 
@@ -92,7 +92,7 @@ def invalid_reason(spec: KernelSpec) -> Optional[str]:
         if s.bucket not in tiles.ONE_PASS_TILES[s.x.itemsize]:
             valid = sorted(tiles.ONE_PASS_TILES[s.x.itemsize])
             return f"a one-pass {s.x.value} bucket must be one of {valid}, not {s.bucket}"
-        if not tiles.has_one_pass(s.x, s.bucket, s.vec):
+        if not has_one_pass(s.x, s.bucket, s.vec):
             return (f"a one-pass row of {s.bucket} in {s.vec}-element accesses needs more "
                     "accesses per thread than its register share holds, or sub-word "
                     "shared-memory staging; the two-pass instance serves it")

@@ -55,7 +55,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from normgen import codegen, matrix, paths, tiles  # noqa: E402
-from normgen.recipe import recipe  # noqa: E402
+from normgen.recipe import has_one_pass, recipe  # noqa: E402
 from normgen.spec import KernelSpec, invalid_reason, parse_name  # noqa: E402
 from normgen.types import DType, FusedAdd, Norm, Pipeline, Quant  # noqa: E402
 
@@ -195,7 +195,7 @@ def n_values(spec: KernelSpec) -> list[int]:
     if spec.pipeline == Pipeline.TWO_PASS:
         chunk = t.threads_per_row * t.vec * t.repeat
         return [2 * chunk + 3 * v, 7 * v]
-    lo = max([b for b in tiles.BUCKETS if b < spec.bucket and tiles.has_one_pass(spec.x, b, v)], default=0)
+    lo = max([b for b in tiles.BUCKETS if b < spec.bucket and has_one_pass(spec.x, b, v)], default=0)
     ragged = spec.bucket - 3 * v
     return [spec.bucket] + ([ragged] if ragged > lo else [])
 

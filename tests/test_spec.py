@@ -4,6 +4,7 @@ from dataclasses import replace
 import pytest
 
 from normgen import dispatch, tiles
+from normgen import recipe as recipe_module
 from normgen.recipe import recipe
 from normgen.matrix import Selection, select
 from normgen.spec import KernelSpec, SpecError, invalid_reason, parse_name
@@ -86,16 +87,16 @@ def test_every_fusion_is_an_instance_in_both_pipelines():
 
 @pytest.mark.parametrize("x", [DType.FP32, DType.BF16])
 @pytest.mark.parametrize("vec", [1, 2, 4, 8])
-@pytest.mark.parametrize("op", [None, tiles.Op(), tiles.Op(quant=Quant.DYNAMIC), tiles.Op(prologue=True),
-                                tiles.Op(rmsnorm=True), tiles.Op(rmsnorm=True, quant=Quant.STATIC)])
+@pytest.mark.parametrize("op", [None, recipe_module.Op(), recipe_module.Op(quant=Quant.DYNAMIC), recipe_module.Op(prologue=True),
+                                recipe_module.Op(rmsnorm=True), recipe_module.Op(rmsnorm=True, quant=Quant.STATIC)])
 def test_one_pass_tiles_cover_their_buckets(x, vec, op):
     if vec > x.vmax:
         return
     for bucket in tiles.ONE_PASS_TILES[x.itemsize]:
-        if not tiles.has_one_pass(x, bucket, vec):
+        if not recipe_module.has_one_pass(x, bucket, vec):
             assert vec == 1, "only scalar access may run out of registers"
             continue
-        t = tiles.one_pass_tile(x, bucket, vec, op)
+        t = recipe_module.one_pass_tile(x, bucket, vec, op)
         assert t.threads_per_row * t.cluster * t.vec * t.repeat == bucket
         assert t.threads_per_row & (t.threads_per_row - 1) == 0, "threads per row: a power of two"
         # portable sizes, or 16: non-portable, which runtime._load allows for the kernel

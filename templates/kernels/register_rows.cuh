@@ -21,7 +21,7 @@ __device__ __forceinline__ void register_rows(const Params& p) {
   constexpr int V = K::kVec, P = K::kRepeat;
   constexpr bool kLN = K::kNorm == Norm::LAYERNORM;
   constexpr bool kAdd = K::kFusedAdd != 0;
-  // K::kLean (tiles.Tile.lean): built for few registers, which the row takes alone
+  // K::kLean (Tile.lean, normgen/recipe.py): built for few registers, which the row takes alone
   constexpr bool kHold = !K::kLean && V > 1 && Columns<K, P, V>::kWords <= 32;
   constexpr bool kPrefetchRow = !K::kLean && V > 1 && (kAdd ? 2 : 1) * Packed<X, P, V>::kWords <= 16;
   constexpr bool kWarpShifted = kLN && C == 1 && T > 32;
