@@ -109,12 +109,12 @@ class NoSignature(Exception):
 
 def signature(obj):
     """What a call's checks and choices read from one argument -- shape, strides, dtype,
-    device and the pointer's alignment within 16 bytes -- in a few attribute reads, for torch
-    tensors and CuPy arrays (None for None). Other kinds raise NoSignature: such calls are
+    device, the pointer's alignment within 16 bytes and (torch) whether it requires grad -- in
+    a few attribute reads, for torch tensors and CuPy arrays (None for None). Other kinds raise NoSignature: such calls are
     checked in full every time."""
     t = type(obj)
     if t in _TORCH_TYPES:
-        return obj.shape, obj.stride(), obj.dtype, obj.get_device(), obj.data_ptr() & 15
+        return obj.shape, obj.stride(), obj.dtype, obj.get_device(), obj.data_ptr() & 15, obj.requires_grad
     if t is cupy.ndarray:
         return obj.shape, obj.strides, obj.dtype, obj.device.id, obj.data.ptr & 15
     if obj is None:
@@ -152,3 +152,8 @@ current_device = runtime.getDevice  # () -> the current device's index
 
 def on_device(device: int):
     return cupy.cuda.Device(device)
+
+
+def grad_enabled() -> bool:
+    """Whether torch's grad mode is on (torch is loaded: a torch tensor was seen)."""
+    return _torch.is_grad_enabled()

@@ -371,12 +371,12 @@ _is_compiling = None  # torch.compiler.is_compiling, once a torch tensor has com
 
 def plan_with(kernel: runtime.Kernel, norm: Norm, x, gamma=None, beta=None, *, eps: float = 1e-5, residual=None,
               store_residual: bool = True, x_bias=None, quant=None, smooth_scale=None, quant_scale=None,
-              scale_dtype=None, weight_offset: float = 0.0, return_stats: bool = False) -> tuple[Plan, tuple]:
+              scale_dtype=None, weight_offset: float = 0.0, return_mean_rstd: bool = False) -> tuple[Plan, tuple]:
     """A call checked as layernorm / rmsnorm check it, launching `kernel` instead of the one
     the dispatcher chooses (a tuning tool's build of an instance: runtime.load's `built`):
     (plan, arrays); plan.run(*arrays) makes the call."""
     return _plan(norm, x, gamma, beta, residual, x_bias, smooth_scale, quant_scale, eps, store_residual, quant,
-                 scale_dtype, weight_offset, return_stats, kernel)
+                 scale_dtype, weight_offset, return_mean_rstd, kernel)
 
 
 def _tracing(x) -> bool:
@@ -449,9 +449,16 @@ class Plan:
     stream: Callable  # device -> the current stream of x's library
     constants: tuple  # the Params fields from `rows` on, in params.FIELDS order
     single: bool  # y alone is returned (else a NormOutput)
+    needs_grad: tuple = ()  # the torch arguments that require grad (refused in grad mode)
 
     def run(self, x, gamma, beta, residual, x_bias, smooth, qscale):
         """The call on arrays of the plan's signature: torch tensors or CuPy arrays."""
+        if self.needs_grad and arrays.grad_enabled():
+            raise RuntimeError(
+                f"normgen has no backward pass yet, and grad mode is on while {', '.join(self.needs_grad)} "
+                f"{'requires' if len(self.needs_grad) == 1 else 'require'} grad: its outputs would carry no "
+                f"gradient. For inference, call it under torch.no_grad() or torch.inference_mode(), or pass "
+                f"tensors that do not require grad (.detach()); to train, use torch.nn.functional.")
         y_of, res_of, scale_of, mean_of, rstd_of = self.makers
         y = y_of(x)
         res = res_of(x) if res_of else None
@@ -531,6 +538,9 @@ def _plan(norm, x, gamma, beta, residual, x_bias, smooth_scale, quant_scale, eps
                       x_bias is not None, mode, smooth, sdt, return_stats)
         kernel = _kernels.get(key) or _resolve(key)
     single = fused_add != FusedAdd.STORE and mode != Quant.DYNAMIC and not return_stats
+    needs_grad = tuple(arg for arg, v in (("x", xv), ("gamma", gv), ("beta", bv), ("residual", rv),
+                                          ("x_bias", xbv), ("smooth_scale", smv))
+                       if v is not None and v.torch and v.obj.requires_grad)
     plan = Plan(xv.device, kernel.launcher(rows) if rows else None, makers, arrays.stream_getter(xv),
-                (rows, inner, so, si, r_so, r_si, n, e, weight_offset, 0), single)
+                (rows, inner, so, si, r_so, r_si, n, e, weight_offset, 0), single, needs_grad)
     return plan, (xv.obj, *(v and v.obj for v in (gv, bv, rv, xbv, smv, qv)))

@@ -142,7 +142,7 @@ def call_arguments(spec: KernelSpec, m: int, n: int):
     torch.manual_seed(0)
     layernorm = spec.norm == Norm.LAYERNORM
     arrays = (randn(m, n, dtype=spec.x), randn(n, dtype=spec.w), randn(n, dtype=spec.w) if layernorm else None)
-    options = {"eps": 1e-5 if layernorm else 1e-6, "return_stats": spec.save_stats}
+    options = {"eps": 1e-5 if layernorm else 1e-6, "return_mean_rstd": spec.save_stats}
     if spec.fused_add != FusedAdd.NONE:
         options.update(residual=randn(m, n, dtype=spec.x), store_residual=spec.fused_add == FusedAdd.STORE)
     if spec.x_bias:

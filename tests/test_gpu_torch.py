@@ -310,3 +310,23 @@ def test_modules_refuse_grad(make):
     assert torch.equal(module(x), want)  # grad mode on, nothing requires grad
     with pytest.raises(RuntimeError, match="has no backward pass yet"):
         module(x.requires_grad_(True))
+
+
+def test_functions_refuse_grad():
+    """The functions, like the modules, refuse where autograd would want a backward pass,
+    naming the arguments that require grad; the same call runs under no_grad, and with
+    tensors that do not require grad in grad mode."""
+    x = torch.randn(8, 1024, device="cuda")
+    w = torch.nn.Parameter(torch.rand(1024, device="cuda") + 0.5)
+    b = torch.zeros(1024, device="cuda")
+    with pytest.raises(RuntimeError, match=r"no backward pass yet.*while gamma requires grad"):
+        normgen.layernorm(x, w, b)
+    with pytest.raises(RuntimeError, match=r"while x, gamma require grad"):
+        normgen.rmsnorm(x.detach().requires_grad_(True), w)
+    with torch.no_grad():
+        want = normgen.layernorm(x, w, b)  # the plan of the refused call's signature
+    assert torch.equal(normgen.layernorm(x, w.detach(), b), want)
+    with torch.inference_mode():
+        assert torch.equal(normgen.layernorm(x, w, b), want)
+    with pytest.raises(RuntimeError, match="no backward pass yet"):
+        normgen.layernorm(x, w, b)  # grad mode on again
