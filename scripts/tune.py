@@ -158,10 +158,21 @@ def call_arguments(spec: KernelSpec, m: int, n: int):
     return arrays, options
 
 
+def compile_failure(e: Exception) -> str:
+    """A variant's compile error in one line: the first error the compiler reports (a
+    static_assert names the traits that do not fit together)."""
+    first = next((line.strip() for line in str(e).splitlines() if "error" in line), str(e).splitlines()[0])
+    return f"compile failed: {first}"
+
+
 def ptxas(spec: KernelSpec, variants: list[dict], scratch: Path) -> None:
     for i, variant in enumerate(variants):
         folder = render(spec, overridden(spec, variant), scratch / str(i))
-        res = nvrtc.compile_file(folder / spec.file_name).resources
+        try:
+            res = nvrtc.compile_file(folder / spec.file_name).resources
+        except nvrtc.CompileError as e:
+            print(f"{label(variant):48s} {compile_failure(e)}", flush=True)
+            continue
         print(f"{label(variant):48s} {res['registers']:3d} registers, spills {res['spill_stores']}/"
               f"{res['spill_loads']} bytes, stack {res['stack']}", flush=True)
 
@@ -178,7 +189,11 @@ def timed(spec: KernelSpec, variants: list[dict], n: int, m: int, check: bool, c
     moved, first = bytes_moved(spec, m, n), None
     for i, variant in enumerate(variants):
         built = overridden(spec, variant)
-        kernel = runtime.load(spec, render(spec, built, scratch / str(i)), torch.cuda.current_device(), n, built)
+        try:
+            kernel = runtime.load(spec, render(spec, built, scratch / str(i)), torch.cuda.current_device(), n, built)
+        except nvrtc.CompileError as e:
+            print(f"{label(variant):48s} {compile_failure(e)}", flush=True)
+            continue
         if LAUNCH in variant:
             kernel = dataclasses.replace(kernel, max_groups=int(variant[LAUNCH], 0))
         plan, args = dispatch.plan_with(kernel, spec.norm, *arrays, **options)
