@@ -15,6 +15,7 @@ from __future__ import annotations
 import datetime
 import importlib
 import json
+import re
 import math
 import os
 import statistics
@@ -245,9 +246,12 @@ def file_stem(gpu: str) -> str:
     return "bench-h200" if "H200" in gpu.upper() else "bench"
 
 
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")  # terminal colours some peers' messages carry
+
+
 def reason(e: BaseException) -> str:
-    """An exception as one line: its type and its message's first line."""
-    lines = str(e).strip().splitlines()
+    """An exception as one line: its type and its message's first line, without colours."""
+    lines = _ANSI.sub("", str(e)).strip().splitlines()
     text = f"{type(e).__name__}: {lines[0].strip()}" if lines else type(e).__name__
     return text if len(text) <= 200 else text[:197] + "..."
 
