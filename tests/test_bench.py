@@ -158,7 +158,7 @@ def test_quick_and_full_sizes():
 
 
 def test_vector_alignment_of_row_lengths():
-    assert [bench._vec(n) for n in (1000, 5003, 50257, 100003, 4096, 6, 12)] == [8, 1, 1, 1, 8, 2, 4]
+    assert [bench.ops._vec(n) for n in (1000, 5003, 50257, 100003, 4096, 6, 12)] == [8, 1, 1, 1, 8, 2, 4]
 
 
 def test_peer_tables_cover_every_op():
@@ -192,6 +192,26 @@ def test_help():
         assert option in r.output
 
 
+def test_python_dash_m_runs_the_cli():
+    """`python -m normgen.bench` (the package's __main__) runs the same command."""
+    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    r = subprocess.run([sys.executable, "-m", "normgen.bench", "--help"], cwd=ROOT, env=env,
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith("Usage: python -m normgen.bench [OPTIONS]")
+    for option in ("--quick", "--impl", "--op, --ops", "--budget", "--out"):
+        assert option in r.stdout
+
+
+def test_package_names_are_the_modules_objects():
+    """The package re-exports the objects its modules hold (what scripts/tune.py and the
+    tests read through normgen.bench)."""
+    for module in (bench.status, bench.timing, bench.ops, bench.peers, bench.report, bench.measure, bench.cli):
+        for name in [n for n in vars(module) if n in bench.__all__]:
+            assert getattr(bench, name) is getattr(module, name), (module.__name__, name)
+    assert callable(bench.cases) and callable(bench.run)  # the functions, not modules of those names
+
+
 # ---- a dry run on CPU tensors ------------------------------------------------------------
 @pytest.fixture
 def dry(monkeypatch):
@@ -216,7 +236,7 @@ def dry(monkeypatch):
     quack.rmsnorm = rmsnorm_fwd  # as quack/__init__.py does: the name shadows the module
     monkeypatch.setitem(sys.modules, "quack", quack)
     monkeypatch.setitem(sys.modules, "quack.rmsnorm", module)
-    monkeypatch.setitem(bench.PEER_MODULES, "liger", ("normgen_test_no_such_module",))
+    monkeypatch.setitem(bench.peers.PEER_MODULES, "liger", ("normgen_test_no_such_module",))
 
     class Cuda:
         def get_device_name(self):
@@ -237,13 +257,18 @@ def dry(monkeypatch):
         def randn(self, *shape, device=None, **kw):
             return torch.randn(*shape, **kw)
 
-    monkeypatch.setattr(bench, "_torch", lambda: Torch())
-    monkeypatch.setattr(bench, "ELEMENTS", 1 << 17)
-    monkeypatch.setattr(bench, "time_events", lambda fn: (fn(), 0.01)[1])
-    monkeypatch.setattr(bench, "time_graph", lambda fn: (fn(), 0.002)[1])
-    monkeypatch.setattr(bench, "host_cost_us", lambda fn: (fn(), 9.0)[1])
-    monkeypatch.setattr(bench, "copy_gbps", lambda: 3000.0)
-    monkeypatch.setattr(bench, "prebuild", lambda quick, ops: 0)
+    # Each name is patched in the modules that look it up (the package's re-exports are only
+    # copies): torch wherever _torch() is called, the case size, timers, copy and prebuild in
+    # the run (measure). A name no longer in one of these modules makes setattr raise here.
+    for module in (bench.timing, bench.ops, bench.peers, bench.measure):
+        monkeypatch.setattr(module, "_torch", lambda: Torch())
+    for module in (bench.timing, bench.measure):
+        monkeypatch.setattr(module, "ELEMENTS", 1 << 17)
+    monkeypatch.setattr(bench.measure, "time_events", lambda fn: (fn(), 0.01)[1])
+    monkeypatch.setattr(bench.measure, "time_graph", lambda fn: (fn(), 0.002)[1])
+    monkeypatch.setattr(bench.measure, "host_cost_us", lambda fn: (fn(), 9.0)[1])
+    monkeypatch.setattr(bench.measure, "copy_gbps", lambda: 3000.0)
+    monkeypatch.setattr(bench.measure, "prebuild", lambda quick, ops: 0)
     return torch
 
 

@@ -1,5 +1,5 @@
 """normgen as users install it (issue 34): a real wheel built from the source tree, installed
-outside the checkout and run from elsewhere; and every import of normgen/*.py declared in
+outside the checkout and run from elsewhere; and every import of normgen/**/*.py declared in
 pyproject.toml. CPU only. Nothing is mocked: pip builds the wheel (build isolation fetches
 setuptools from PyPI) and installs it.
 
@@ -39,8 +39,8 @@ SHIPPED = ("templates", "generated")  # top-level folders the wheel carries as n
 
 # Imports outside the core dependencies: module -> the extras that must provide it.
 OPTIONAL = {
-    "torch": ("torch", "bench"),  # normgen.arrays (torch tensors in and out), normgen.bench
-    "matplotlib": ("bench",),  # normgen.bench's plots
+    "torch": ("torch", "bench"),  # normgen.arrays (torch tensors in and out), normgen.bench.timing
+    "matplotlib": ("bench",),  # normgen.bench.report's plots
 }
 # Distributions of modules that may not be installed where the tests run.
 NOT_INSTALLED = {"torch": "torch", "matplotlib": "matplotlib"}
@@ -192,10 +192,11 @@ def _names(requirements) -> set[str]:
 
 
 def _imports() -> dict[str, str]:
-    """Third-party modules normgen/*.py imports (anywhere, functions included): the dotted
-    name -> where, e.g. 'cuda.pathfinder' -> 'compile.py:41'."""
+    """Third-party modules normgen/**/*.py imports (anywhere, functions included; subpackages
+    such as normgen/bench/ too): the dotted name -> where, e.g. 'cuda.pathfinder' ->
+    'compile.py:41', 'matplotlib' -> 'bench/report.py:176'."""
     found = {}
-    for path in sorted((REPO / "normgen").glob("*.py")):
+    for path in sorted((REPO / "normgen").rglob("*.py")):
         for node in ast.walk(ast.parse(path.read_text(), str(path))):
             if isinstance(node, ast.Import):
                 modules = [a.name for a in node.names]
@@ -206,7 +207,7 @@ def _imports() -> dict[str, str]:
             for module in modules:
                 top = module.partition(".")[0]
                 if top not in sys.stdlib_module_names and top != "normgen":
-                    found.setdefault(module, f"{path.name}:{node.lineno}")
+                    found.setdefault(module, f"{path.relative_to(REPO / 'normgen').as_posix()}:{node.lineno}")
     return found
 
 
@@ -231,6 +232,7 @@ def test_every_import_is_a_declared_dependency():
     extras = {k: _names(v) for k, v in project["optional-dependencies"].items()}
     imports = _imports()
     assert "cuda.pathfinder" in imports and "cupy" in imports  # the scan sees the package
+    assert "matplotlib" in imports  # imported in normgen/bench/ alone: the scan sees subpackages
     problems = []
     for module, where in sorted(imports.items()):
         top = module.partition(".")[0]
