@@ -302,7 +302,6 @@ def child(instance: str, source: Path, seed: int) -> int:
             cupy.cuda.set_allocator(None)
 
     cupy.cuda.set_allocator(None)  # inputs too: exact allocations
-    gpu.poisoned_allocations = ExactPoisoned  # what check_call allocates its outputs under
     spec = parse_name(instance)
     normgen.set_strict(True)  # no other instance may serve
     dispatch.use_generated(source, registry={spec.key: spec.name})
@@ -314,7 +313,7 @@ def child(instance: str, source: Path, seed: int) -> int:
         case = gpu.Case(spec.x, spec.w, n, m, kind, 8, gpu.case_seed(seed, instance, n), call)
         what = f"{instance} N={n} M={m} {kind} (kernel {kernel.symbol}, {kernel.max_groups} groups)"
         assert dispatch.choose(call, n, spec.vec) == spec, what
-        gpu.check_call(spec, case, gpu.expected(case), what)
+        gpu.check_call(spec, case, gpu.expected(case), what, allocations=ExactPoisoned)
         used = {k.spec for k in dispatch._kernels.values()}
         assert used == {spec}, f"{what}: served by {sorted(s.name for s in used)}"
         print(f"ok: {what}", flush=True)

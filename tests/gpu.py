@@ -382,13 +382,13 @@ def assert_scales(s, ref: np.ndarray, what: str):
     assert worst <= 1, f"{what}: scales {worst} ulp from the reference's"
 
 
-def check_call(call: KernelSpec, case: Case, e: Expected, what: str) -> None:
-    """Make the call a case describes (its semantics: call), into poisoned allocations, and
-    check its outputs (check_outputs)."""
+def check_call(call: KernelSpec, case: Case, e: Expected, what: str, allocations=poisoned_allocations) -> None:
+    """Make the call a case describes (its semantics: call), into poisoned allocations (made
+    by the `allocations` context manager), and check its outputs (check_outputs)."""
     import normgen
 
     fn, args, kw = call_args(call, e.inputs, case)
-    with poisoned_allocations():
+    with allocations():
         out = getattr(normgen, fn)(*args, **kw)
     check_outputs(call, case, e, out if isinstance(out, NormOutput) else NormOutput(out), what)
 
