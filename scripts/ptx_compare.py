@@ -24,7 +24,10 @@ Normalization, applied to each PTX before comparing (it hides only names and com
     renamed S0, S1, ... in order of first appearance (a `_param_N` suffix is kept), because
     moving code between functions, or a file's anonymous-namespace hash, changes a mangled
     name without changing the code. extern "C" kernel entry names are kept as they are.
-    The renaming is order-preserving, so a change in declaration or use order still differs.
+    The renaming is order-preserving, so a change in declaration or use order still differs;
+  - within each function, virtual registers (per prefix: %r, %rd, %f, %p, ...) and labels
+    are renumbered by first appearance and the .reg lines' counts dropped: the same
+    instructions over other register numbers compare equal (ptxas allocates registers anew).
 
 Results of a revision side are cached under ~/.cache/normgen-ptx-compare/, keyed by commit,
 arch, filters, NVRTC version and the normalization code, so a rerun recomputes only the
@@ -77,7 +80,42 @@ def normalize(ptx: str) -> str:
         if m and uses.get(m[1]) == 1:
             continue
         out.append(MANGLED.sub(canon, line))
-    return "\n".join(out) + "\n"
+    return "\n".join(_renumbered(out)) + "\n"
+
+
+REG_DECL = re.compile(r"^(\s*\.reg\s+\.\w+\s+%)([A-Za-z]+)<\d+>;$")
+LABEL = re.compile(r"\$L__\w+")
+FUNCTION = re.compile(r"^\s*(\.visible\s+|\.weak\s+)?\.(entry|func)\b")
+
+
+def _renumbered(lines: list[str]) -> list[str]:
+    """Each function's virtual registers (the prefixes its .reg lines declare: %r, %rd, %f,
+    %p, ...) renumbered per prefix, and its labels, by first appearance; the declared counts
+    dropped. A consistent renaming within a function: two texts equal after it are the same
+    program with other register numbers (which ptxas assigns anew anyway)."""
+    prefixes = {m[2] for line in lines if (m := REG_DECL.match(line))}
+    if not prefixes:
+        return lines
+    reg = re.compile(r"%(" + "|".join(sorted(prefixes, key=len, reverse=True)) + r")(\d+)\b")
+    regs: dict[str, str] = {}
+    counts: dict[str, int] = {}
+    labels: dict[str, str] = {}
+
+    def rename(m: re.Match) -> str:
+        if m[0] not in regs:
+            regs[m[0]] = f"%{m[1]}{counts.get(m[1], 0)}"
+            counts[m[1]] = counts.get(m[1], 0) + 1
+        return regs[m[0]]
+
+    out = []
+    for line in lines:
+        if FUNCTION.match(line):
+            regs, counts, labels = {}, {}, {}
+        if m := REG_DECL.match(line):
+            out.append(f"{m[1]}{m[2]}<N>;")
+            continue
+        out.append(LABEL.sub(lambda m: labels.setdefault(m[0], f"$L{len(labels)}"), reg.sub(rename, line)))
+    return out
 
 
 def digest(text: str) -> str:

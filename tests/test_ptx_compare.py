@@ -90,3 +90,19 @@ def test_unreferenced_data_is_dropped_and_referenced_data_kept():
         "ret;", "ld.global.f32 %f1, [_ZN7normgen4QMaxIaE5valueE];\n\tret;")
     assert normalize(used) != normalize(base.replace("ret;", "ld.global.f32 %f1, [X];\n\tret;"))
     assert "S0[4] = {0, 0, 254, 66};" in normalize(used)
+
+
+def test_registers_and_labels_renumbered_within_a_function():
+    """The same instructions over other virtual register numbers and labels compare equal;
+    another data flow over the same registers does not."""
+    a = ptx(SHIFT, STATS).replace("\t.reg .f32 \t%f<4>;", "\t.reg .f32 \t%f<4>;\n\t.reg .b32 \t%r<3>;")
+    b = a.replace("%f1", "%f7").replace("%f2", "%f9").replace("%f3", "%f8").replace("%f<4>", "%f<10>")
+    b = b.replace("%r1", "%r5").replace("%r2", "%r4")
+    assert a != b
+    assert normalize(a) == normalize(b)
+    defined = a.replace("\tadd.f32", "\tmov.f32 \t%f1, 0f3F800000;\n\tmov.f32 \t%f2, 0f40000000;\n\tsub.f32")
+    swapped = defined.replace("%f3, %f1, %f2", "%f3, %f2, %f1")  # 2 - 1 instead of 1 - 2
+    assert normalize(swapped) != normalize(defined)
+    labelled = a.replace("\tret;", "$L__BB0_3:\n\tbra.uni \t$L__BB0_3;\n\tret;")
+    relabelled = labelled.replace("$L__BB0_3", "$L__BB0_7")
+    assert normalize(labelled) == normalize(relabelled)
