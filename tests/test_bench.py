@@ -203,13 +203,10 @@ def test_python_dash_m_runs_the_cli():
         assert option in r.stdout
 
 
-def test_package_names_are_the_modules_objects():
-    """The package re-exports the objects its modules hold (what scripts/tune.py and the
-    tests read through normgen.bench)."""
-    for module in (bench.status, bench.timing, bench.ops, bench.peers, bench.report, bench.measure, bench.cli):
-        for name in [n for n in vars(module) if n in bench.__all__]:
-            assert getattr(bench, name) is getattr(module, name), (module.__name__, name)
-    assert callable(bench.cases) and callable(bench.run)  # the functions, not modules of those names
+def test_package_names_are_functions_not_modules():
+    """normgen.bench.cases and .run are the functions: no submodule of those names shadows
+    them (the modules are ops and measure)."""
+    assert callable(bench.cases) and callable(bench.run)
 
 
 # ---- a dry run on CPU tensors ------------------------------------------------------------

@@ -191,7 +191,7 @@ def _out_file(name: str) -> Path | None:
 
 @pytest.fixture(scope="session")
 def gpu_run(request):
-    """Counts the examples and the instances, and reports them at the end of the session."""
+    """Counts the examples and the instances, and reports them when the test run ends."""
     saved = dispatch._kernels
     recorder = dispatch._kernels = _Recorder(saved)
     dispatch._plans.clear()  # every signature planned afresh: each lookup is seen
