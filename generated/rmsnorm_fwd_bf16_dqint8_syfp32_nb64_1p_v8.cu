@@ -24,6 +24,7 @@ struct Traits {
   static constexpr bool kStaged = false;
   static constexpr bool kStreamed = false;
   static constexpr bool kLean = false;
+  static constexpr bool kRagged = false;
   static constexpr bool kPackColumns = false;
   static constexpr bool kKeepOutputs = false;
   static constexpr normgen::Cache kRowCache = normgen::Cache::NORMAL;

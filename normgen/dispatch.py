@@ -13,6 +13,7 @@ from typing import Callable, NamedTuple, Optional
 from . import arrays, devices, ondemand, paths, runtime, tiles
 from . import registry as registry_file
 from .ondemand import NormgenWarning, set_strict  # noqa: F401 (public)
+from .recipe import ragged_first
 from .spec import KernelSpec, invalid_reason
 from .types import FLOAT_INPUTS, QUANT_NAMES, DType, FusedAdd, Norm, NormOutput, Pipeline, Quant
 
@@ -47,34 +48,42 @@ def registry() -> dict:
 
 
 # ---- instance choice ----------------------------------------------------------------------
-def candidates(call: KernelSpec, n: int, vec_align: int, device: Optional[devices.Device] = None):
+def candidates(call: KernelSpec, n: int, vec_align: int, device: Optional[devices.Device] = None,
+               col_align: Optional[int] = None):
     """Instances that can serve a call (its fusions and precisions as in `call`; pipeline,
     bucket and vector width free) on `device` (None: any), best first: the smallest
-    one-pass bucket that holds the row (while N is within the one-pass range), widest
-    vector first; then two-pass."""
+    one-pass bucket that holds the row (while N is within the one-pass range), and in it
+    16-byte vectors, then ragged rows (where the per-column vectors are 16-byte aligned:
+    col_align, None for that) and narrower vectors in the order recipe.ragged_first gives;
+    then two-pass."""
     x = call.x
     vecs = [v for v in (8, 4, 2, 1) if v <= vec_align and v <= x.vmax]
+    ragged = [(x.vmax, True)] * ((col_align is None or col_align >= x.vmax) and vec_align < x.vmax)
+    full, narrow = [(v, False) for v in vecs if v == x.vmax], [(v, False) for v in vecs if v < x.vmax]
     if n <= tiles.ONE_PASS_MAX_N[x]:
         for b in tiles.BUCKETS:
             if b >= n:
-                for s in (replace(call, pipeline=Pipeline.ONE_PASS, bucket=b, vec=v) for v in vecs):
+                widths = full + (ragged + narrow if ragged_first(call, b) else narrow + ragged)
+                for s in (replace(call, pipeline=Pipeline.ONE_PASS, bucket=b, vec=v, ragged=r) for v, r in widths):
                     if invalid_reason(s) is None and (device is None or devices.unsupported_reason(s, device) is None):
                         yield s
-    yield from (replace(call, pipeline=Pipeline.TWO_PASS, bucket=None, vec=v) for v in vecs)
+    yield from (replace(call, pipeline=Pipeline.TWO_PASS, bucket=None, vec=v, ragged=False) for v in vecs)
 
 
-def shipped(call: KernelSpec, n: int, vec_align: int, device: Optional[devices.Device] = None) -> Optional[KernelSpec]:
+def shipped(call: KernelSpec, n: int, vec_align: int, device: Optional[devices.Device] = None,
+            col_align: Optional[int] = None) -> Optional[KernelSpec]:
     """The first candidate the generated folder holds, or None."""
     table = registry()
-    return next((s for s in candidates(call, n, vec_align, device) if s.key in table), None)
+    return next((s for s in candidates(call, n, vec_align, device, col_align) if s.key in table), None)
 
 
-def choose(call: KernelSpec, n: int, vec_align: int, device: Optional[devices.Device] = None) -> KernelSpec:
+def choose(call: KernelSpec, n: int, vec_align: int, device: Optional[devices.Device] = None,
+           col_align: Optional[int] = None) -> KernelSpec:
     """The shipped instance that serves a call, or MissingInstanceError naming the best
     candidate and the command that ships it."""
-    spec = shipped(call, n, vec_align, device)
+    spec = shipped(call, n, vec_align, device, col_align)
     if spec is None:
-        raise _missing(next(candidates(call, n, vec_align, device)), n)
+        raise _missing(next(candidates(call, n, vec_align, device, col_align)), n)
     return spec
 
 
@@ -91,6 +100,7 @@ class CallKey(NamedTuple):
     device: int
     n: int
     vec_align: int  # the widest vector (elements) every row and column vector is aligned to
+    col_align: int  # the widest vector (elements) the column vectors alone are aligned to
     norm: Norm
     x: DType
     w: Optional[DType]  # None: no gamma or beta
@@ -115,10 +125,10 @@ def chosen(key: CallKey, dev: devices.Device) -> tuple[KernelSpec, bool]:
     candidate of the call's specs in turn, else the first spec's best candidate."""
     calls = key.calls()
     for call in calls:
-        spec = shipped(call, key.n, key.vec_align, dev)
+        spec = shipped(call, key.n, key.vec_align, dev, key.col_align)
         if spec is not None:
             return spec, True
-    return next(candidates(calls[0], key.n, key.vec_align, dev)), False
+    return next(candidates(calls[0], key.n, key.vec_align, dev, key.col_align)), False
 
 
 def _resolve(key: CallKey) -> runtime.Kernel:
@@ -237,7 +247,13 @@ def _lowbit(a: int) -> int:
 def _vec_align(xv: arrays.View, x_bits: int, weights) -> int:
     """The widest vector width (of at most 16 bytes) that every access of this call is
     aligned for: it depends on the pointers' addresses modulo 16 only (see signature)."""
-    v = min(_lowbit(x_bits | xv.ptr // xv.dtype.itemsize), 16 // xv.dtype.itemsize)
+    return min(_lowbit(x_bits | xv.ptr // xv.dtype.itemsize), _col_align(xv, weights))
+
+
+def _col_align(xv: arrays.View, weights) -> int:
+    """The widest vector width (of at most 16 bytes) that the vectors in `weights` are
+    aligned for."""
+    v = 16 // xv.dtype.itemsize
     for wv in weights:
         if wv.ptr % 16:
             v = min(v, _lowbit(wv.ptr // wv.dtype.itemsize))
@@ -487,6 +503,7 @@ def _plan(norm, x, gamma, beta, residual, x_bias, smooth_scale, quant_scale, eps
     xv = arrays.view(x, "x")
     n = _check_x(xv)
     aligned = []  # inputs whose alignment bounds the vector width
+    columns = []  # the per-column vectors among them
     wdt = None  # the weights' precision; None: no gamma (nor beta)
     gv = bv = rv = xbv = smv = qv = None
     if gamma is not None:
@@ -494,11 +511,13 @@ def _plan(norm, x, gamma, beta, residual, x_bias, smooth_scale, quant_scale, eps
         _vector(gv, "gamma", n, xv, (xv.dtype, DType.FP32))
         wdt = gv.dtype
         aligned.append(gv)
+        columns.append(gv)
     if beta is not None:
         bv = arrays.view(beta, "beta")
         _vector(bv, "beta", n, xv, (wdt,) if wdt else (xv.dtype, DType.FP32))
         wdt = bv.dtype
         aligned.append(bv)
+        columns.append(bv)
     rows, inner, so, si = _rows(xv)
     bits = n | so | si
 
@@ -513,6 +532,7 @@ def _plan(norm, x, gamma, beta, residual, x_bias, smooth_scale, quant_scale, eps
         xbv = arrays.view(x_bias, "x_bias")
         _vector(xbv, "x_bias", n, xv, (xv.dtype,))
         aligned.append(xbv)
+        columns.append(xbv)
 
     out, smooth = out or xv.dtype, None
     if quant_scale is not None:
@@ -523,6 +543,7 @@ def _plan(norm, x, gamma, beta, residual, x_bias, smooth_scale, quant_scale, eps
         _vector(smv, "smooth_scale", n, xv, FLOAT_INPUTS)
         smooth = smv.dtype
         aligned.append(smv)
+        columns.append(smv)
 
     lead = xv.shape[:-1]
     dense = so == 0 and (si == n or rows <= 1)  # x's rows are contiguous
@@ -534,8 +555,8 @@ def _plan(norm, x, gamma, beta, residual, x_bias, smooth_scale, quant_scale, eps
         arrays.maker(xv, lead, DType.FP32) if return_stats else None,
     )
     if rows and kernel is None:
-        key = CallKey(xv.device, n, _vec_align(xv, bits, aligned), norm, xv.dtype, wdt, out, fused_add,
-                      x_bias is not None, mode, smooth, sdt, return_stats)
+        key = CallKey(xv.device, n, _vec_align(xv, bits, aligned), _col_align(xv, columns), norm, xv.dtype, wdt,
+                      out, fused_add, x_bias is not None, mode, smooth, sdt, return_stats)
         kernel = _kernels.get(key) or _resolve(key)
     single = fused_add != FusedAdd.STORE and mode != Quant.DYNAMIC and not return_stats
     needs_grad = tuple(arg for arg, v in (("x", xv), ("gamma", gv), ("beta", bv), ("residual", rv),

@@ -39,8 +39,8 @@ AXES: dict[str, Axis] = {
                      ("1p", "2p")),
     "bucket": Axis("largest N of a one-pass instance", tuple(map(str, tiles.BUCKETS)),
                    tuple(map(str, tiles.BUCKETS))),
-    "vec": Axis("elements per access ('max' = 16 bytes)", ("max", "1", "2", "4", "8"),
-                ("max", "1")),
+    "vec": Axis("elements per access ('max' = 16 bytes; 'ragged' = 16 bytes, rows of any start and N)",
+                ("max", "ragged", "1", "2", "4", "8"), ("max", "ragged")),
 }
 
 
@@ -49,19 +49,22 @@ AXES: dict[str, Axis] = {
 # family's fallback is the family as two-pass instances over single elements, which serve
 # every N and every alignment: so a call of any family the default set holds is served.
 DEFAULT_FAMILIES: tuple[Mapping[str, tuple[str, ...]], ...] = (
-    {},  # plain LayerNorm: every precision and weight precision, with and without stats
-    {  # plain RMSNorm likewise, over 16-byte vectors
-        "norm": ("rmsnorm",), "vec": ("max",),
+    {  # plain LayerNorm: every precision and weight precision, with and without stats; rows
+        # in registers not 16-byte aligned also one element an access (recipe.ragged_first)
+        "vec": ("max", "ragged", "1"),
+    },
+    {  # plain RMSNorm likewise
+        "norm": ("rmsnorm",),
     },
     {  # the common inference fusions: add (and store) + norm (+ smooth) + dynamic quant
         "prec": ("fp16", "bf16"), "wprec": ("same",), "fused_add": ("0", "1"),
         "quant": ("none", "int8", "fp8"), "quant_mode": ("dynamic",), "smooth": ("none", "fp32"),
-        "save_mv": ("0",), "vec": ("max",),
+        "save_mv": ("0",),
     },
     {  # RMSNorm as LLM inference runs it: add (and store) + norm + dynamic or static quant
         "norm": ("rmsnorm",), "prec": ("fp16", "bf16"), "wprec": ("same",), "fused_add": ("0", "1"),
         "quant": ("none", "int8", "fp8"), "quant_mode": ("dynamic", "static"), "smooth": ("none",),
-        "save_mv": ("0",), "vec": ("max",),
+        "save_mv": ("0",),
     },
 )
 FALLBACK: Mapping[str, tuple[str, ...]] = {"pipeline": ("2p",), "vec": ("1",)}
@@ -122,15 +125,15 @@ def _product(values: Mapping[str, tuple[str, ...]]) -> Iterator[KernelSpec]:
         shapes = [(Pipeline.TWO_PASS, None)] if "2p" in v("pipeline") else []
         if "1p" in v("pipeline"):
             shapes += [(Pipeline.ONE_PASS, int(b)) for b in v("bucket")]
-        vecs = sorted({xd.vmax if s == "max" else int(s) for s in v("vec")})
-        for (pipe, bucket), vec, (quant, out, smooth, scale) in itertools.product(
+        vecs = sorted({(xd.vmax, s == "ragged") if s in ("max", "ragged") else (int(s), False) for s in v("vec")})
+        for (pipe, bucket), (vec, ragged), (quant, out, smooth, scale) in itertools.product(
             shapes, vecs, quant_variants
         ):
             yield KernelSpec(
                 norm=Norm(norm), x=xd, w=xd if wp == "same" else DType(wp),
                 out=out or xd, fused_add=FusedAdd(int(add)), x_bias=xb == "1",
                 quant=quant, smooth=smooth, scale=scale, save_stats=mv == "1",
-                pipeline=pipe, bucket=bucket, vec=vec,
+                pipeline=pipe, bucket=bucket, vec=vec, ragged=ragged,
             )
 
 

@@ -234,6 +234,8 @@ class Recipe:
 def recipe(spec: KernelSpec) -> Recipe:
     """The recipe of a spec (cached: a pure function of the spec and the tile tables)."""
     op = _op(spec)
+    if spec.ragged:
+        return _ragged_recipe(spec, op)
     tile = _tile(spec, op)
     keep = _keep_outputs(spec, op, tile)
     step = _output_step(spec, op, tile, keep)
@@ -255,6 +257,28 @@ def recipe(spec: KernelSpec) -> Recipe:
         column_ahead=_column_ahead(tile, fold),
         fold_shift=fold,
     )
+
+
+# Ragged rows take their bucket's plain tile (tiles.ONE_PASS_TILES) and none of the aligned
+# pipelines' knobs; staged blocks are built for 64 registers (realigning holds two chunks a
+# vector), or 128 with a fused prologue or quant, which spill at 64.
+def _ragged_recipe(spec: KernelSpec, op: Op) -> Recipe:
+    tile = one_pass_tile(spec.x, spec.bucket, spec.vec)
+    if tile.stage_bytes:
+        fused = op.fused or spec.smooth is not None or spec.w != spec.x
+        tile = replace(tile, registers=128 if fused else 64)
+    return Recipe(tile=tile, op=op, whole_row_kernel=False, kernels=((spec.symbol, False),),
+                  min_blocks_per_sm=tile.min_blocks_per_sm, pack_columns=False, keep_outputs=False,
+                  row_cache=Cache.NORMAL, output_step=tile.repeat, column_prefetch=0, column_registers=0,
+                  column_ahead=0, fold_shift=False)
+
+
+def ragged_first(call: KernelSpec, bucket: int) -> bool:
+    """Whether a call (a spec of its semantics) whose rows are not 16-byte aligned takes
+    ragged rows before narrower aligned vectors in a bucket: everywhere but unfused LayerNorm
+    held in registers, where one-element accesses measured faster (docs/policy.md: ragged
+    rows)."""
+    return not (_op(call).plain_ln and not one_pass_tile(call.x, bucket, call.x.vmax).shared_bytes)
 
 
 def _one_pass(spec: KernelSpec) -> bool:

@@ -4,7 +4,7 @@ template's knobs) is its recipe: normgen.recipe."""
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from typing import Optional
 
 from . import tiles
@@ -27,6 +27,9 @@ class KernelSpec:
     pipeline: Pipeline = Pipeline.ONE_PASS
     bucket: Optional[int] = None  # largest N a one-pass instance serves; None for two-pass
     vec: int = 8  # elements per memory access
+    # rows of any start and length, in aligned accesses of `vec` (16 bytes) realigned on chip;
+    # else every row's start and N are multiples of `vec`
+    ragged: bool = False
 
     # ---- names and keys derived from the fields (policy: normgen.recipe) -------------
     @property
@@ -46,7 +49,7 @@ class KernelSpec:
             parts.append("sy" + self.scale.value)
         if self.pipeline == Pipeline.ONE_PASS:
             parts.append(f"nb{self.bucket}")
-        parts += [self.pipeline.value, f"v{self.vec}"]
+        parts += [self.pipeline.value, f"{'r' if self.ragged else 'v'}{self.vec}"]
         if self.save_stats:
             parts.append("mv")
         return "_".join(parts)
@@ -65,6 +68,13 @@ class KernelSpec:
 
     def __str__(self) -> str:
         return self.name
+
+    @property
+    def scalar_two_pass(self) -> "KernelSpec":
+        """The instance of the same operation that serves every N and alignment (two-pass,
+        one element an access): what the matrix falls back to, and what calls of the same
+        semantics share whatever instance serves them."""
+        return replace(self, pipeline=Pipeline.TWO_PASS, bucket=None, vec=1, ragged=False)
 
 
 def invalid_reason(spec: KernelSpec) -> Optional[str]:
@@ -99,6 +109,8 @@ def invalid_reason(spec: KernelSpec) -> Optional[str]:
         if s.x_bias and s.fused_add != FusedAdd.NONE and recipe(s).tile.block_threads == 1024:
             return ("a 1024-thread block (64 registers a thread) cannot also load an x-bias and a "
                     "residual without spilling; the next bucket or the two-pass instance serves it")
+    if s.ragged and (s.pipeline != Pipeline.ONE_PASS or s.vec != s.x.vmax):
+        return "ragged rows are one-pass instances of 16-byte vectors"
     if s.pipeline == Pipeline.TWO_PASS and s.bucket is not None:
         return "a two-pass instance serves every N and has no bucket"
     return None
@@ -129,7 +141,7 @@ _NAME_RE = re.compile(
     r"(?:_(?P<q>dq|sq)(?P<out>int8|fp8))?"
     r"(?:_sy(?P<sy>[a-z0-9]+))?"
     r"(?:_nb(?P<nb>\d+))?"
-    r"_(?P<pipe>1p|2p)_v(?P<vec>\d+)"
+    r"_(?P<pipe>1p|2p)_(?P<acc>[vr])(?P<vec>\d+)"
     r"(?P<mv>_mv)?$"
 )
 
@@ -161,6 +173,7 @@ def parse_name(name: str) -> KernelSpec:
             pipeline=Pipeline(g["pipe"]),
             bucket=int(g["nb"]) if g["nb"] else None,
             vec=int(g["vec"]),
+            ragged=g["acc"] == "r",
         )
     except KeyError as e:
         raise SpecError(f"{name!r}: unknown precision {e.args[0]!r}") from None

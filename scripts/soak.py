@@ -155,7 +155,8 @@ def draw_configs(seed: int, count: int, libs=("cupy", "torch")) -> list[Config]:
 def vec_align(c: Config) -> int:
     """The dispatcher's vector width bound for c (dispatch._vec_align): N, the row stride
     and the first row's offset in elements (allocations start 512-byte aligned; the
-    residual is laid out as x; the per-column vectors are whole allocations)."""
+    residual is laid out as x; the per-column vectors are whole allocations, aligned for
+    16-byte vectors)."""
     bits = c.n | (c.n + c.pad) | c.offset
     return min(bits & -bits, 16 // c.x.itemsize)
 
@@ -166,7 +167,7 @@ def call_key(c: Config, device: int = 0) -> dispatch.CallKey:
     mode = Quant.NONE if not c.quant else Quant.STATIC if c.static else Quant.DYNAMIC
     sdt = DType(SCALE_DTYPES[c.scale_dtype or "float32"]) if mode == Quant.DYNAMIC else None
     w = c.gamma or c.beta
-    return dispatch.CallKey(device, c.n, vec_align(c), c.norm, c.x, w, out, c.residual, c.x_bias, mode,
+    return dispatch.CallKey(device, c.n, vec_align(c), 16 // c.x.itemsize, c.norm, c.x, w, out, c.residual, c.x_bias, mode,
                             c.smooth if c.quant else None, sdt, c.stats)
 
 

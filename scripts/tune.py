@@ -181,7 +181,7 @@ def timed(spec: KernelSpec, variants: list[dict], n: int, m: int, check: bool, c
     import torch
     from normgen import dispatch, runtime
 
-    call = dataclasses.replace(spec, pipeline=Pipeline.TWO_PASS, bucket=None, vec=1)
+    call = spec.scalar_two_pass
     served = dispatch.shipped(call, n, max(v for v in (8, 4, 2, 1) if v <= spec.x.vmax and n % v == 0))
     if served != spec:
         print(f"# (the dispatcher serves N={n} with {served.name if served else 'an on-demand instance'})")

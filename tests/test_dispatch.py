@@ -3,7 +3,6 @@ import os
 import subprocess
 import sys
 import warnings
-from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -98,14 +97,19 @@ def test_choice_and_missing_instance_message(tmp_path):
         dispatch.use_generated(GENERATED)
         chosen = dispatch.choose(_call(save_stats=True), 1000, 8)
         assert chosen.name == "layernorm_fwd_bf16_nb1024_1p_v8_mv"
-        # N % 8 == 4: v4 is not in the default set, the scalar instance serves
-        assert dispatch.choose(_call(), 1004, 4).vec == 1
+        # N % 8 == 4: v4 is not in the default set; a plain LayerNorm row held in registers
+        # takes one element an access (recipe.ragged_first), a staged one ragged rows
+        assert dispatch.choose(_call(), 1004, 4).name == "layernorm_fwd_bf16_nb1024_1p_v1"
+        assert dispatch.choose(_call(), 50257, 1).name == "layernorm_fwd_bf16_nb65536_1p_r8"
+        # ... unless gamma and beta are not 16-byte aligned: the scalar two-pass instance
+        assert dispatch.choose(_call(), 50257, 1, col_align=2).name == "layernorm_fwd_bf16_2p_v1"
         add_quant = _call(fused_add=FusedAdd.STORE, quant=Quant.DYNAMIC, out=DType.INT8,
                           smooth=DType.FP32, scale=DType.FP32)
         assert dispatch.choose(add_quant, 5000, 8).name == \
             "layernorm_fwd_bf16_add1_smfp32_dqint8_syfp32_nb8192_1p_v8"
-        # fusions at odd N: the family's two-pass scalar fallback
-        assert dispatch.choose(add_quant, 5001, 1).name == "layernorm_fwd_bf16_add1_smfp32_dqint8_syfp32_2p_v1"
+        # fusions at odd N: ragged rows; past the one-pass range, the two-pass scalar fallback
+        assert dispatch.choose(add_quant, 5001, 1).name == "layernorm_fwd_bf16_add1_smfp32_dqint8_syfp32_nb8192_1p_r8"
+        assert dispatch.choose(add_quant, 524289, 1).name == "layernorm_fwd_bf16_add1_smfp32_dqint8_syfp32_2p_v1"
         with pytest.raises(dispatch.MissingInstanceError) as info:
             dispatch.use_generated(GENERATED, registry={})
             dispatch.choose(_call(DType.FP16), 100, 4)
@@ -118,8 +122,8 @@ def test_choice_and_missing_instance_message(tmp_path):
         dispatch.use_generated(GENERATED)
 
 
-# (device, n, vec, norm, x, w, out, fused_add, x_bias, quant, smooth, scale, save_stats)
-NO_WEIGHTS = dispatch.CallKey(0, 1000, 8, Norm.RMSNORM, DType.BF16, None, DType.BF16, FusedAdd.NONE, False,
+# (device, n, vec, col_align, norm, x, w, out, fused_add, x_bias, quant, smooth, scale, save_stats)
+NO_WEIGHTS = dispatch.CallKey(0, 1000, 8, 8, Norm.RMSNORM, DType.BF16, None, DType.BF16, FusedAdd.NONE, False,
                               Quant.NONE, None, None, False)
 
 
@@ -150,10 +154,10 @@ def test_a_call_no_instance_serves_is_generated_into_the_cache(tmp_path, monkeyp
         assert codegen.registered(folder) == [spec]
         # a second instance is added beside the first; the first is not generated again
         other = NO_WEIGHTS._replace(n=5003, vec_align=1)
-        with pytest.warns(normgen.NormgenWarning, match="rmsnorm_fwd_bf16_nb8192_1p_v1"):
+        with pytest.warns(normgen.NormgenWarning, match="rmsnorm_fwd_bf16_nb8192_1p_r8"):
             dispatch.instance_for(other, H100)
         assert [s.name for s in codegen.registered(folder)] == ["rmsnorm_fwd_bf16_nb1024_1p_v8",
-                                                               "rmsnorm_fwd_bf16_nb8192_1p_v1"]
+                                                               "rmsnorm_fwd_bf16_nb8192_1p_r8"]
         with warnings.catch_warnings():
             warnings.simplefilter("error")
             assert dispatch.instance_for(NO_WEIGHTS, H100) == (spec, folder)
@@ -170,14 +174,14 @@ def test_generation_on_demand_is_safe_across_processes(tmp_path):
         "from normgen.types import *\n"
         "dispatch.use_generated(dispatch.GENERATED_DIR, registry={})\n"
         "for n in (int(sys.argv[1]), 3000, 700):\n"
-        "    dispatch.instance_for(dispatch.CallKey(0, n, 1, Norm.RMSNORM, DType.BF16, DType.BF16, DType.BF16,"
+        "    dispatch.instance_for(dispatch.CallKey(0, n, 1, 8, Norm.RMSNORM, DType.BF16, DType.BF16, DType.BF16,"
         " FusedAdd.NONE, False, Quant.NONE, None, None, False), KNOWN[90])\n")
     env = {**os.environ, "NORMGEN_CACHE_DIR": str(tmp_path)}
     procs = [subprocess.Popen([sys.executable, "-c", script, str(n)], env=env, cwd=ROOT) for n in (100, 200, 5000, 20000)]
     assert [p.wait(timeout=120) for p in procs] == [0] * 4
     names = {s.name for s in codegen.registered(tmp_path / "generated")}
-    assert names == {"rmsnorm_fwd_bf16_nb128_1p_v1", "rmsnorm_fwd_bf16_nb256_1p_v1", "rmsnorm_fwd_bf16_nb8192_1p_v1",
-                     "rmsnorm_fwd_bf16_2p_v1", "rmsnorm_fwd_bf16_nb4096_1p_v1", "rmsnorm_fwd_bf16_nb1024_1p_v1"}
+    assert names == {"rmsnorm_fwd_bf16_nb128_1p_r8", "rmsnorm_fwd_bf16_nb256_1p_r8", "rmsnorm_fwd_bf16_nb8192_1p_r8",
+                     "rmsnorm_fwd_bf16_nb32768_1p_r8", "rmsnorm_fwd_bf16_nb4096_1p_r8", "rmsnorm_fwd_bf16_nb1024_1p_r8"}
     assert {p.stem for p in (tmp_path / "generated").glob("*.cu")} == names
     assert not list((tmp_path / "generated").glob("*.tmp"))
 
@@ -212,7 +216,7 @@ def test_an_unwritable_cache_generates_for_the_process(tmp_path, monkeypatch):
 
 
 def _families(specs):
-    return sorted({replace(s, pipeline=Pipeline.TWO_PASS, bucket=None, vec=1) for s in specs}, key=str)
+    return sorted({s.scalar_two_pass for s in specs}, key=str)
 
 
 ODD_NS = (1, 7, 1000, 1003, 5003, 32769, 50257, 100003, 524289)

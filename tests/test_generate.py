@@ -16,7 +16,7 @@ from normgen.compile import compile_file
 from normgen.matrix import AXES, select
 from normgen.recipe import recipe
 from normgen.spec import parse_name
-from normgen.types import Cache, DType, Pipeline
+from normgen.types import Cache, DType
 
 
 def run(*args):
@@ -61,7 +61,7 @@ def test_default_set_is_listed_and_is_the_common_set():
     assert {(s.x.value, s.w.value, s.save_stats) for s in plain} == {
         (x, w, mv) for x in ("fp32", "fp16", "bf16") for w in (x, "fp32") for mv in (False, True)}
     # every family has its fallback: two-pass over single elements, for any N and alignment
-    families = {replace(s, pipeline=Pipeline.TWO_PASS, bucket=None, vec=1) for s in specs}
+    families = {s.scalar_two_pass for s in specs}
     assert families <= set(specs)
 
 
@@ -72,7 +72,8 @@ def test_default_set_is_listed_and_is_the_common_set():
     ("--pipeline", "1p", lambda s: s.pipeline.value == "1p", True),
     ("--bucket", "64,8192", lambda s: s.bucket in (64, 8192) or s.pipeline.value == "2p", True),
     ("--vec", "1", lambda s: s.vec == 1, False),  # the fusions at scalar access too
-    ("--vec", "max", lambda s: s.vec == s.x.vmax, True),
+    ("--vec", "max", lambda s: s.vec == s.x.vmax and not s.ragged, True),
+    ("--vec", "ragged", lambda s: s.ragged, True),
     ("--norm", "layernorm", lambda s: s.norm.value == "layernorm", False),  # + static-quant LayerNorm
     ("--norm", "rmsnorm", lambda s: s.norm.value == "rmsnorm", False),  # + plain fp32, smooth, stats
     ("--fused-add", "0", lambda s: s.fused_add == 0, True),
@@ -105,7 +106,7 @@ def test_save_mv_flags():
 def test_filter_and_exclude_globs():
     assert names("--filter", "layernorm_fwd_bf16_nb4096_1p_v8_mv") == ["layernorm_fwd_bf16_nb4096_1p_v8_mv"]
     two = names("--filter", "layernorm_*_fp16_nb64_1p_*", "--filter", "*_fp32_2p_v4")
-    assert set(two) == {f"layernorm_fwd_fp16_nb64_1p_v{v}{mv}" for v in (1, 2, 4, 8)
+    assert set(two) == {f"layernorm_fwd_fp16_nb64_1p_{v}{mv}" for v in ("v1", "v2", "v4", "v8", "r8")
                         for mv in ("", "_mv")} | {"layernorm_fwd_fp32_2p_v4", "rmsnorm_fwd_fp32_2p_v4"}
     kept = names("--prec", "bf16", "--exclude", "*_mv", "--exclude", "*_v1*")
     assert kept and all(not n.endswith("_mv") and "_v1" not in n for n in kept)
@@ -273,7 +274,7 @@ def test_check_names_the_command_with_its_folder_and_filters(tmp_path):
 
 def test_large_selections_ask_for_a_flag(tmp_path):
     code, out = run("--filter", "*", "--out", str(tmp_path))
-    assert code == 2 and "--large" in out and "205536 instances" in out
+    assert code == 2 and "--large" in out and "260184 instances" in out
     assert not any(tmp_path.iterdir())
 
 

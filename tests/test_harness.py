@@ -196,6 +196,9 @@ def test_sanitize_cases_cover_every_pipeline_and_epilogue(default_set):
     # the clusters' cases are resident (fixed grids), and streamed rows over a cluster have their own
     assert all(recipe(c.spec).tile.resident for c in cases if c.pipeline == "cluster")
     assert any(c.pipeline == "streamed" and recipe(c.spec).tile.cluster > 1 for c in cases)
+    # ragged rows: in registers for each epilogue, and staged over a cluster
+    assert {c.epilogue for c in cases if c.pipeline == "ragged"} == set(sanitize.EPILOGUES)
+    assert any(c.pipeline == "ragged" and recipe(c.spec).tile.cluster > 1 for c in cases)
 
 
 def test_sanitize_calls_stride_fixed_grids_over_more_than_one_row(default_set):
@@ -203,9 +206,9 @@ def test_sanitize_calls_stride_fixed_grids_over_more_than_one_row(default_set):
     for c in cases:
         s = c.spec
         for n in sanitize.n_values(s):
-            assert n % s.vec == 0 and n >= 1, (s.name, n)
+            assert (n % 2 == 1 if s.ragged else n % s.vec == 0) and n >= 1, (s.name, n)
             assert s.bucket is None or n <= s.bucket, (s.name, n)
-        if s.pipeline == Pipeline.ONE_PASS:
+        if s.pipeline == Pipeline.ONE_PASS and not s.ragged:
             assert sanitize.n_values(s)[0] == s.bucket  # the whole-row kernel, where there is one
         resident = c.pipeline == "cluster" and recipe(s).tile.resident
         assert sanitize.fixed_grid(s) == (c.pipeline == "streamed" or resident)
@@ -425,9 +428,9 @@ def test_soak_vector_width_is_the_dispatchers(configs):
 def test_soak_call_key_has_the_dispatchers_shape(configs):
     c = configs[0]
     key = soak.call_key(c)
-    assert len(key) == 13 and key[:4] == (0, c.n, soak.vec_align(c), c.norm)
+    assert len(key) == 14 and key[:5] == (0, c.n, soak.vec_align(c), 16 // c.x.itemsize, c.norm)
     for c in configs:
-        _, _, _, _, x, w, out, add, xb, mode, smooth, sdt, stats = soak.call_key(c)
+        _, _, _, _, _, x, w, out, add, xb, mode, smooth, sdt, stats = soak.call_key(c)
         assert (mode == Quant.DYNAMIC) == (sdt is not None) == bool(c.quant and not c.static)
         assert out == (x if not c.quant else {"int8": DType.INT8, "fp8_e4m3": DType.FP8}[c.quant])
 

@@ -47,7 +47,7 @@ def test_the_rendered_traits_are_the_recipe():
             "kPackColumns": _lower(r.pack_columns), "kKeepOutputs": _lower(r.keep_outputs),
             "kRowCache": r.row_cache.cpp, "kOutputStep": str(r.output_step),
             "kColumnPrefetch": str(r.column_prefetch), "kColumnRegisters": str(r.column_registers),
-            "kColumnAhead": str(r.column_ahead), "kFoldShift": _lower(r.fold_shift),
+            "kColumnAhead": str(r.column_ahead), "kFoldShift": _lower(r.fold_shift), "kRagged": _lower(spec.ragged),
         }, spec.name
         kernels = [(symbol, full == "true") for symbol, full in _KERNEL.findall(text)]
         assert kernels == list(r.kernels) and kernels[0] == (spec.symbol, False), spec.name
@@ -69,7 +69,7 @@ def test_a_recipe_is_frozen_hashable_and_cached():
 def test_a_spec_holds_identity_only():
     fields = {f.name for f in dataclasses.fields(KernelSpec)}
     assert fields == {"norm", "x", "w", "out", "fused_add", "x_bias", "quant", "smooth", "scale",
-                      "save_stats", "pipeline", "bucket", "vec"}
+                      "save_stats", "pipeline", "bucket", "vec", "ragged"}
     for spec in (parse_name("layernorm_fwd_bf16_dqint8_syfp32_nb32768_1p_v8"), parse_name("rmsnorm_fwd_fp32_2p_v1")):
         for attr in POLICY:
             assert not hasattr(spec, attr), attr

@@ -317,8 +317,10 @@ def test_which_instances_have_a_whole_row_kernel(name, full):
 def test_rows_no_one_pass_bucket_holds_take_the_two_pass_pipeline():
     scalar = parse_name("layernorm_fwd_bf16_nb16384_1p_v1")  # registers
     assert "sub-word" in invalid_reason(replace(scalar, bucket=32768))  # staged: 32-bit words
-    assert next(dispatch.candidates(scalar, 16000, 1)) == scalar
-    assert next(dispatch.candidates(scalar, 20000, 1)).pipeline == Pipeline.TWO_PASS
+    assert next(dispatch.candidates(scalar, 16000, 1)) == scalar  # recipe.ragged_first
+    assert next(dispatch.candidates(scalar, 20000, 1)) == replace(scalar, bucket=32768, vec=8, ragged=True)
+    # gamma and beta not 16-byte aligned: no ragged rows
+    assert next(dispatch.candidates(scalar, 20000, 1, col_align=1)).pipeline == Pipeline.TWO_PASS
 
 
 def test_1024_thread_blocks_leave_an_x_bias_with_an_add_to_the_next_instance():

@@ -68,6 +68,23 @@ template <class K, int P, int V> struct Columns {
     load_bias(p, i, col);
     load_epilogue(p, i, col);
   }
+  // As load, for the first `count` columns of a vector (a ragged row's last one: the
+  // columns end inside it), one by one; zeros for the rest (none where count <= 0).
+  __device__ __forceinline__ void load_part(const Params& p, int i, i64 col, int count) {
+    if constexpr (K::kXBias) load_part_of(bias, i, static_cast<const typename K::X*>(p.x_bias), col, count, 0.f);
+    load_part_of(g, i, static_cast<const W*>(p.gamma), col, count, 1.f);
+    if constexpr (K::kNorm == Norm::LAYERNORM) load_part_of(b, i, static_cast<const W*>(p.beta), col, count, 0.f);
+    if constexpr (K::kSmooth) load_part_of(sm, i, static_cast<const typename K::SM*>(p.smooth), col, count, 0.f);
+  }
+  // Vector i of v: from's first count columns at col (`absent` where from is null), then zeros.
+  template <typename T>
+  __device__ __forceinline__ static void load_part_of(Packed<T, P, V>& v, int i, const T* from, i64 col, int count,
+                                                      float absent) {
+    float f[V];
+#pragma unroll
+    for (int j = 0; j < V; ++j) f[j] = j < count ? (from != nullptr ? to_float(from[col + j]) : absent) : 0.f;
+    v.set(i, f);
+  }
 };
 
 // Gamma and beta of a thread's first N vectors of a row brought into L1 ahead of their use

@@ -3,6 +3,7 @@
 // defines the Traits and a kernel that calls norm_fwd; the generated normgen_fwd.cuh defines
 // Params and includes this file.
 #pragma once
+#include "ragged_rows.cuh"
 #include "register_rows.cuh"
 #include "staged_rows.cuh"
 #include "streamed_rows.cuh"
@@ -36,7 +37,13 @@ __device__ __forceinline__ void norm_fwd(const Params& p) {
                 "streamed rows: one row a block, of whole 16-byte vectors, gamma and beta of x's precision");
   static_assert(K::kRowCache == Cache::NORMAL || K::kPipeline == Pipeline::ONE_PASS,
                 "only one-pass rows choose where their loads of x leave their lines");
-  if constexpr (K::kPipeline == Pipeline::ONE_PASS && (K::kStaged || kFull)) {
+  static_assert(!K::kRagged || (K::kPipeline == Pipeline::ONE_PASS && !K::kStreamed && !kFull &&
+                                 K::kVec * sizeof(typename K::X) == 16 && !K::kPackColumns && !K::kKeepOutputs &&
+                                 K::kColumnAhead == 0),
+                "ragged rows: one-pass, in registers or staged, of 16-byte vectors");
+  if constexpr (K::kRagged) {
+    ragged_rows<K>(p);
+  } else if constexpr (K::kPipeline == Pipeline::ONE_PASS && (K::kStaged || kFull)) {
     Params q = p;  // in a whole-row kernel n is a compile-time constant everywhere (counts, offsets)
     if constexpr (kFull) q.n = K::kThreadsPerRow * K::kCluster * K::kRepeat * K::kVec;
     if constexpr (K::kStaged) {

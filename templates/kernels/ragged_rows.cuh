@@ -1,0 +1,335 @@
+// Ragged rows: rows of any length, starting anywhere (K::kRagged), in 16-byte accesses.
+// Params: the generated normgen_fwd.cuh defines it before it includes forward.cuh.
+#pragma once
+#include "finish.cuh"
+#include "ragged.cuh"
+
+namespace normgen {
+
+// A ragged row's vectors as loaded (x, or h after the fused prologue), held in registers
+// or, staged, in the block's shared memory (each thread reads back only what it wrote).
+template <class K, int P, int V, bool kStaged> struct RaggedHeld {
+  using X = typename K::X;
+  static constexpr int kWords = chunk_words<X, V>();
+  Packed<X, P, V> regs;
+  __device__ __forceinline__ uint4* slot(int i) const {
+    extern __shared__ uint4 stage_words[];
+    return stage_words + i * K::kThreadsPerRow + threadIdx.x;  // conflict-free
+  }
+  __device__ __forceinline__ void put(int i, const uint32_t (&w)[kWords]) {
+    if constexpr (kStaged) {
+      *slot(i) = make_uint4(w[0], w[1], w[2], w[3]);
+    } else {
+#pragma unroll
+      for (int k = 0; k < kWords; ++k) regs.w[i * kWords + k] = w[k];
+    }
+  }
+  __device__ __forceinline__ void get(int i, float (&d)[V]) const {
+    if constexpr (kStaged) {
+      Packed<X, 1, V> v;
+      v.load(0, reinterpret_cast<const X*>(slot(i)));
+      v.get(0, d);
+    } else {
+      regs.get(i, d);
+    }
+  }
+};
+
+// A vector's per-column vectors, those of its columns inside the row.
+template <class K, int V>
+__device__ __forceinline__ void ragged_columns(Columns<K, 1, V>& c, const Params& p, int col, int count) {
+  if (count == V) {
+    c.load(p, 0, col);
+  } else {
+    c.load_part(p, 0, col, count);
+  }
+}
+
+// h of one vector (x, with the fused x-bias and residual; words of x's precision): the sum
+// rounded as the unfused sequence rounds it (fuse), zeros past the row.
+template <class K, int V>
+__device__ __forceinline__ void ragged_fuse(uint32_t (&x)[chunk_words<typename K::X, V>()],
+                                            const uint32_t (&r)[chunk_words<typename K::X, V>()], const Params& p,
+                                            int col, int count) {
+  if constexpr (K::kFusedAdd != 0 || K::kXBias) {
+    Packed<typename K::X, 1, V> px, pr;
+#pragma unroll
+    for (int k = 0; k < chunk_words<typename K::X, V>(); ++k) {
+      px.w[k] = x[k];
+      pr.w[k] = r[k];
+    }
+    Columns<K, 1, V> c;
+    if constexpr (K::kXBias) c.load_part_of(c.bias, 0, static_cast<const typename K::X*>(p.x_bias), col, count, 0.f);
+    fuse<K, 1, V, 1>(px, pr, 0, c, 0, nullptr);
+#pragma unroll
+    for (int k = 0; k < chunk_words<typename K::X, V>(); ++k) x[k] = px.w[k];
+  }
+}
+
+// LayerNorm's shift for a ragged row: the mean of h over its first V columns (all of them if
+// fewer), which every thread reads itself (the same two chunks: a broadcast), as Pilot does.
+template <class K, int V>
+__device__ __forceinline__ float ragged_shift(const Params& p, const RaggedIn<typename K::X, V>& xs,
+                                              const RaggedIn<typename K::X, V>& rs, int n, bool live) {
+  uint32_t x[chunk_words<typename K::X, V>()], r[chunk_words<typename K::X, V>()];
+  const int count = n < V ? n : V;
+  xs.vector(0, live, x);
+  if constexpr (K::kFusedAdd != 0) rs.vector(0, live, r);
+  ragged_fuse<K, V>(x, r, p, 0, count);
+  Packed<typename K::X, 1, V> h;
+#pragma unroll
+  for (int k = 0; k < chunk_words<typename K::X, V>(); ++k) h.w[k] = x[k];
+  float s = 0.f;
+#pragma unroll
+  for (int j = 0; j < V; ++j) s += h.get(0, j);  // past the row: zeros
+  return count == V ? s * (1.f / V) : s / static_cast<float>(count);
+}
+
+// fn(i) for i in 0 .. P - 1, unrolled U at a time (registers indexed at compile time need
+// U = P; a loop over a staged row bounds the loads issued ahead of their use).
+template <int P, int U, class Fn>
+__device__ __forceinline__ void each_vector(const Fn& fn) {
+  static_assert(P % U == 0, "whole steps");
+#pragma unroll 1
+  for (int i0 = 0; i0 < P; i0 += U) {
+#pragma unroll
+    for (int b = 0; b < U; ++b) fn(i0 + b);
+  }
+}
+
+// fn(i, true) for the steps i whose vectors lie inside the row in every lane (i < whole),
+// fn(i, false) for the step holding the row's end; nothing for the steps past it. The
+// branches are on i alone: the same in every lane of a row.
+template <int P, int U, class Fn>
+__device__ __forceinline__ void each_step(int whole, const Fn& fn) {
+  each_vector<P, U>([&](int i) {
+    if (i < whole) {
+      fn(i, true);
+    } else if (i == whole) {
+      fn(i, false);
+    }
+  });
+}
+
+// A ragged row's chunks as loaded (RaggedIn::fetch), for P vectors of x and the residual.
+template <class K, int P, int V> struct RaggedRaw {
+  static constexpr int kW = chunk_words<typename K::X, V>();
+  static constexpr bool kAdd = K::kFusedAdd != 0;
+  uint32_t x[P][kW], r[kAdd ? P : 1][kW];
+  uint32_t xb[P][kW], rb[kAdd ? P : 1][kW];  // the last lane's next chunks (RaggedIn::after)
+
+  // Vectors i0 .. i0 + P - 1 of a row (each_step's `whole`), of the row segments of W lanes.
+  template <int W, class Cols>
+  __device__ __forceinline__ void fetch(const RaggedIn<typename K::X, V>& xs, const RaggedIn<typename K::X, V>& rs,
+                                        const Cols& cols, int i0, int whole, int l, bool live) {
+#pragma unroll
+    for (int b = 0; b < P; ++b) {
+      const int i = i0 + b;
+      if (i < whole) {
+        xs.template fetch<true>(cols(i), live, x[b]);
+        if constexpr (kAdd) rs.template fetch<true>(cols(i), live, r[b]);
+      } else if (i == whole) {
+        xs.template fetch<false>(cols(i), live, x[b]);
+        if constexpr (kAdd) rs.template fetch<false>(cols(i), live, r[b]);
+      }
+    }
+#pragma unroll
+    for (int b = 0; b < P; ++b) {
+      xs.template after<W>(cols(i0 + b), l, live && i0 + b <= whole, xb[b]);
+      if constexpr (kAdd) rs.template after<W>(cols(i0 + b), l, live && i0 + b <= whole, rb[b]);
+    }
+  }
+};
+
+// Rows of any alignment and length on the one-pass tiles: a block serves R rows at a time
+// with T threads each, or a cluster's C blocks one row; thread `lane` of a row holds the
+// P vectors at columns (i*C*T + lane)*V, as the aligned pipelines do, in registers or
+// (K::kStaged) in shared memory. The W lanes of a warp's row segment load (RaggedIn) and
+// store (RaggedOut) neighbouring chunks together, so every step that moves memory runs in
+// all of them, for rows past the end (!live) too. Steps whose vectors all lie inside the
+// row take no masks; the step holding the row's end (each_step) counts its columns, and
+// its sums and maxima leave the rest out. Rows held in registers load the next row's
+// chunks before this row's reductions. LayerNorm shifts by the row's first columns
+// (ragged_shift).
+template <class K>
+__device__ __forceinline__ void ragged_rows(const Params& p) {
+  using X = typename K::X;
+  using Y = typename K::Y;
+  using Span = SpanOf<K>;
+  constexpr int T = K::kThreadsPerRow, R = K::kRowsPerBlock, C = K::kCluster;
+  constexpr int V = K::kVec, P = K::kRepeat;
+  constexpr int W = T < 32 ? T : 32;
+  constexpr bool kLN = K::kNorm == Norm::LAYERNORM;
+  constexpr bool kAdd = K::kFusedAdd != 0;
+  constexpr bool kStaged = K::kStaged;
+  // rows in registers load the next row's chunks before this row's reductions, where they
+  // fit beside it (16 words of x alone, as register_rows' kPrefetchRow)
+  constexpr bool kAhead = !kStaged && !kAdd && P * chunk_words<X, V>() <= 16;
+  // vectors loaded at a time: staged, within 64 registers; else all of them ahead, or four
+  constexpr int kBatch = kStaged ? (kAdd ? 1 : 2) : kAhead ? P : kAdd ? 2 : 4;
+  constexpr int B = P < kBatch ? P : kBatch;
+  constexpr int U = kStaged ? 1 : P;  // output vectors at a time (staged: a loop, within 64 registers)
+  constexpr int kXW = chunk_words<X, V>(), kYW = chunk_words<Y, V>();
+  static_assert(!kStaged || R == 1, "staged tiles serve one row per block");
+  constexpr int S = scratch_sets<K>();
+  __shared__ ReduceScratch<T, R, 1> sh_max[S];
+  __shared__ ReduceScratch<T, R, stat_values<K>()> sh_stats[S], sh_again[S];
+  const int l = threadIdx.x % W;
+  const int lane = Span::rank() * T + threadIdx.x % T;
+  const int sub = threadIdx.x / T;
+  const int n = p.n;
+  const RaggedCols<C * T, V> cols{lane, n};
+  const int whole = cols.whole_steps();
+  const float qmul = static_qmul<K>(p);
+  const i64 stride = Span::groups() * static_cast<i64>(R);
+  auto x_of = [&](i64 at) { return RaggedIn<X, V>(static_cast<const X*>(p.x) + row_offset(at, p.inner, p.x_so, p.x_si), n); };
+  auto r_of = [&](i64 at) {
+    return RaggedIn<X, V>(kAdd ? static_cast<const X*>(p.residual) + row_offset(at, p.inner, p.r_so, p.r_si)
+                               : static_cast<const X*>(p.x), n);
+  };
+  i64 base = Span::group() * static_cast<i64>(R);
+  RaggedRaw<K, B, V> raw;
+  if constexpr (kAhead) {
+    const i64 at = base + sub < p.rows ? base + sub : 0;
+    if (base < p.rows) raw.template fetch<W>(x_of(at), r_of(at), cols, 0, whole, l, base + sub < p.rows);
+  }
+  for (int ph = 0; base < p.rows; base += stride, ph = (ph + 1) % S) {
+    const i64 row = base + sub;
+    const bool live = row < p.rows;
+    const i64 at = live ? row : 0;  // rows past the end: addresses of row 0, never accessed
+    const RaggedIn<X, V> xs = x_of(at), rs = r_of(at);
+    const RaggedOut<X, V> res_out(K::kFusedAdd == 1 ? static_cast<X*>(p.res_out) + at * n : nullptr, n);
+    const RaggedOut<Y, V> y(static_cast<Y*>(p.y) + at * n, n);
+
+    float k = 0.f;
+    if constexpr (kLN) k = ragged_shift<K, V>(p, xs, rs, n, live);
+    RaggedHeld<K, P, V, kStaged> held;
+    // h of this row's vectors from their chunks, into `held` (res_out too)
+    auto take = [&](int i0) {
+#pragma unroll
+      for (int b = 0; b < B; ++b) {
+        const int i = i0 + b;
+        if (i <= whole) {
+          uint32_t h[kXW], r[kXW];
+          xs.template realign<W>(l, raw.x[b], raw.xb[b], h);
+          if constexpr (kAdd) rs.template realign<W>(l, raw.r[b], raw.rb[b], r);
+          ragged_fuse<K, V>(h, r, p, cols(i), cols.count(i));
+          if constexpr (K::kFusedAdd == 1) {
+            if (i < whole) {
+              res_out.template store<W, true>(cols(i), l, live, h);
+            } else {
+              res_out.template store<W, false>(cols(i), l, live, h);
+            }
+          }
+          held.put(i, h);
+        }
+      }
+    };
+    if constexpr (kStaged) {
+#pragma unroll 1
+      for (int i0 = 0; i0 < P && i0 <= whole; i0 += B) {
+        raw.template fetch<W>(xs, rs, cols, i0, whole, l, live);
+        take(i0);
+      }
+    } else if constexpr (!kAhead) {
+#pragma unroll
+      for (int i0 = 0; i0 < P; i0 += B) {
+        if (i0 <= whole) {
+          raw.template fetch<W>(xs, rs, cols, i0, whole, l, live);
+          take(i0);
+        }
+      }
+    } else {
+      take(0);
+      const i64 next = base + stride + sub;
+      const i64 next_at = next < p.rows ? next : 0;
+      if (base + stride < p.rows) raw.template fetch<W>(x_of(next_at), r_of(next_at), cols, 0, whole, l, next < p.rows);
+    }
+    auto load = [&](int i, float (&d)[V]) { held.get(i, d); };
+    // a far row's second sums, from held (its vectors by run-time index: from memory where
+    // registers hold them, each thread on its own)
+    auto again = [&](int i, float (&d)[V]) {
+      if constexpr (kStaged) {
+        held.get(i, d);
+      } else {
+        uint32_t hx[kXW], hr[kXW];
+        xs.vector(cols(i), live, hx);
+        if constexpr (kAdd) rs.vector(cols(i), live, hr);
+        ragged_fuse<K, V>(hx, hr, p, cols(i), cols.count(i));
+        Packed<X, 1, V> v;
+#pragma unroll
+        for (int q = 0; q < kXW; ++q) v.w[q] = hx[q];
+        v.get(0, d);
+      }
+    };
+    // The outputs of vector i (its values minus the shift); `all`: V columns inside the row.
+    auto outputs_of = [&](int i, bool all, const Stats& st, float (&out)[V]) {
+      float d[V];
+      load(i, d);
+#pragma unroll
+      for (int j = 0; j < V; ++j) d[j] -= st.shift;
+      Columns<K, 1, V> c;
+      if (all) {
+        c.load(p, 0, cols(i));
+      } else {
+        ragged_columns<K, V>(c, p, cols(i), cols.count(i));
+      }
+      outputs<K, 1, V>(out, p, st, d, c, 0);
+    };
+    // The largest |output| of this thread's columns inside the row.
+    auto row_absmax = [&](const Stats& st) {
+      float m = 0.f;
+      each_step<P, U>(whole, [&](int i, bool all) {
+        float out[V];
+        outputs_of(i, all, st, out);
+        const int count = all ? V : cols.count(i);
+#pragma unroll
+        for (int j = 0; j < V; ++j)
+          if (j < count) m = max_nan(m, fabsf(out[j]));
+      });
+      return m;
+    };
+
+    float s1 = 0.f, s2 = 0.f;  // the row's sums around k; columns past its end add nothing
+    each_step<P, U>(whole, [&](int i, bool all) {
+      float d[V];
+      load(i, d);
+      if (!all) {
+        const int count = cols.count(i);
+#pragma unroll
+        for (int j = 0; j < V; ++j) d[j] = j < count ? d[j] : k;
+      }
+      add_centred<V>(d, k, s1, s2);
+    });
+    // merged_max: the outputs' maximum with rstd = 1 (exactly the unscaled products)
+    const float m = merged_max<K>() ? row_absmax(Stats{0.f, 0.f, 1.f, 0.f, false}) : 0.f;
+    const Stats st = share_stats<K, P, V, T, R, C>(p, k, s1, s2, m, again, cols, sh_stats[ph], sh_again[ph]);
+    float mul = qmul;
+    if constexpr (merged_max<K>()) {
+      mul = dynamic_scale<K>(p, st.amax, row, live && lane == 0);
+    } else if constexpr (K::kQuant == Quant::DYNAMIC) {
+      float mx[1] = {row_absmax(st)};
+      row_reduce<Max, T, R, C, 1>(mx, sh_max[ph]);
+      mul = dynamic_scale<K>(p, mx[0], row, live && lane == 0);
+    }
+    if (live && lane == 0) save_stats<K>(p, row, st);
+    each_step<P, U>(whole, [&](int i, bool all) {
+      float out[V];
+      outputs_of(i, all, st, out);
+      if constexpr (K::kQuant != Quant::NONE) {
+#pragma unroll
+        for (int j = 0; j < V; ++j) out[j] *= mul;
+      }
+      uint32_t w[kYW];
+      to_words<Y, V>(out, w);
+      if (all) {
+        y.template store<W, true>(cols(i), l, live, w);
+      } else {
+        y.template store<W, false>(cols(i), l, live, w);
+      }
+    });
+  }
+  Span::finish();
+}
+
+}  // namespace normgen
