@@ -76,12 +76,14 @@ OPTIONAL_FLAGS = {"--launch-timeout", "--kernel-name"}  # dropped, with a note, 
 CHILD_OK = "normgen-sanitize: child finished"
 
 # ---- the cases ---------------------------------------------------------------------------------
-PIPELINES = ("registers", "staged", "cluster", "streamed", "two-pass")
+PIPELINES = ("registers", "staged", "cluster", "streamed", "two-pass", "ragged")
 EPILOGUES = ("plain", "fused add", "dynamic quant", "static quant")
 
 
 def pipeline_of(spec: KernelSpec) -> str:
     t = recipe(spec).tile
+    if spec.ragged:
+        return "ragged"
     if spec.pipeline == Pipeline.TWO_PASS:
         return "two-pass"
     if t.stream_bytes:
@@ -140,7 +142,7 @@ def _preference(spec: KernelSpec, pipeline: str, epilogue: str) -> tuple:
     16-byte vectors; the shortest rows; bf16; the plainest columns; stats with plain rows."""
     t = recipe(spec).tile
     return (pipeline == "cluster" and not t.resident,
-            abs((spec.bucket or 1024).bit_length() - 11) if pipeline == "registers" else 0,
+            abs((spec.bucket or 1024).bit_length() - 11) if pipeline in ("registers", "ragged") else 0,
             spec.vec != spec.x.vmax, spec.bucket or 0, _X_ORDER[spec.x], spec.w != spec.x,
             spec.smooth is not None, spec.scale not in (None, DType.FP32),
             spec.save_stats != (epilogue == "plain"), spec.fused_add == FusedAdd.NO_STORE,
@@ -178,6 +180,11 @@ def cases(default: Optional[list] = None) -> tuple[list[SanitizeCase], list[tupl
     if over:  # streamed rows over a cluster: their own exchange, on top of the one-block case
         spec = min(over, key=lambda s: _preference(s, "streamed", epilogue_of(s)))
         out.append(SanitizeCase("streamed", epilogue_of(spec), spec, True, _note(spec)))
+    for e in ("plain", "fused add"):  # ragged rows staged over a cluster, on top of those in registers
+        pool = [s for s in default if pipeline_of(s) == "ragged" and recipe(s).tile.cluster > 1 and epilogue_of(s) == e]
+        if pool:
+            spec = min(pool, key=lambda s: _preference(s, "ragged", e))
+            out.append(SanitizeCase("ragged", e, spec, True, _note(spec)))
     return out, impossible
 
 
@@ -190,8 +197,12 @@ def _note(spec: KernelSpec) -> str:
 def n_values(spec: KernelSpec) -> list[int]:
     """Row lengths a case calls at: one-pass, the bucket (the whole-row kernel, where the
     file has one) and a ragged N above the next smaller bucket; two-pass, two chunks and a
-    part, and less than one chunk. All multiples of the vector width."""
+    part, and less than one chunk. All multiples of the vector width, but in ragged rows,
+    whose N are odd: one short of the bucket and a few past the next smaller one."""
     v, t = spec.vec, recipe(spec).tile
+    if spec.ragged:
+        lo = max([b for b in tiles.BUCKETS if b < spec.bucket], default=0)
+        return [spec.bucket - 1] + ([lo + 5] if lo + 5 < spec.bucket else [])
     if spec.pipeline == Pipeline.TWO_PASS:
         chunk = t.threads_per_row * t.vec * t.repeat
         return [2 * chunk + 3 * v, 7 * v]
@@ -310,9 +321,11 @@ def child(instance: str, source: Path, seed: int) -> int:
         kernel = runtime.load(spec, source, 0, n)
         m = rows_for(fixed_grid(spec), kernel.max_groups, kernel.rows_per_block)
         kind = gpu.KINDS[i % len(gpu.KINDS)]
-        case = gpu.Case(spec.x, spec.w, n, m, kind, 8, gpu.case_seed(seed, instance, n), call)
+        # ragged rows: x's rows start anywhere in a vector, the residual's elsewhere
+        pad, start = (11, 5) if spec.ragged else (8, 0)
+        case = gpu.Case(spec.x, spec.w, n, m, kind, pad, gpu.case_seed(seed, instance, n), call, start=start)
         what = f"{instance} N={n} M={m} {kind} (kernel {kernel.symbol}, {kernel.max_groups} groups)"
-        assert dispatch.choose(call, n, spec.vec) == spec, what
+        assert dispatch.choose(call, n, 1 if spec.ragged else spec.vec) == spec, what
         gpu.check_call(spec, case, gpu.expected(case), what, allocations=ExactPoisoned)
         used = {k.spec for k in dispatch._kernels.values()}
         assert used == {spec}, f"{what}: served by {sorted(s.name for s in used)}"

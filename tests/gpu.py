@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import functools
 import zlib
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Optional
 
 import numpy as np
@@ -85,17 +85,20 @@ class Case:
     weight_offset: float = 0.0  # RMSNorm: gamma + weight_offset
     gamma: bool = True  # RMSNorm: False passes gamma=None (no scale)
     lead: tuple[int, ...] = ()  # kind "lead": the columns given the lead (shift_columns)
+    start: int = 0  # x's first column within its wider rows (at most pad): rows starting mid-vector
 
 
 def shift_columns(spec: KernelSpec, n: int) -> tuple[int, ...]:
     """The columns of a row of n that LayerNorm's shifts are taken from (the template's
     warp_shift and Pilot): in rows held in registers by one block, the first vector of L
     evenly spaced lanes of each warp (of each row's T lanes where rows share a warp); in
-    rows over a cluster, the first 16 bytes (or vector). The two-pass pipeline's shift is
+    rows over a cluster and in ragged rows, the first 16 bytes (or vector). The two-pass pipeline's shift is
     the mean of its first chunk: all of that chunk's columns, so that the row is summed
     again around its mean."""
     t = recipe(spec).tile
     v = t.vec
+    if spec.ragged:  # ragged_shift: the first vector's columns
+        return tuple(range(min(n, v)))
     if spec.pipeline == Pipeline.TWO_PASS:
         return tuple(range(min(n, t.threads_per_row * v * t.repeat)))
     if not t.stage_bytes and t.cluster == 1:
@@ -121,7 +124,7 @@ LEAD = "lead"  # LayerNorm instances, a few rows at their largest N
 def semantics(spec: KernelSpec) -> KernelSpec:
     """The spec with what does not change results (pipeline, bucket, vector width) fixed:
     instances with the same semantics share test data and references."""
-    return replace(spec, pipeline=Pipeline.TWO_PASS, bucket=None, vec=1)
+    return spec.scalar_two_pass
 
 
 EPS = {Norm.LAYERNORM: 1e-5, Norm.RMSNORM: 1e-6}
@@ -202,7 +205,7 @@ def make_inputs(case: Case) -> dict:
         xb[:] = 0
     sm = 0.5 + rng.random(case.n, dtype=cupy.float32)
     return {
-        "x": x[:, : case.n], "gamma": g, "beta": b, "residual": r[:, : case.n], "x_bias": xb,
+        "x": x[:, case.start: case.start + case.n], "gamma": g, "beta": b, "residual": r[:, : case.n], "x_bias": xb,
         "smooth_scale": {dt: sm.astype(dt.numpy) for dt in (DType.FP32, DType.FP16, DType.BF16)},
         # static scales that let a few values saturate
         "quant_scale": {DType.INT8: cupy.asarray([3.0 / 127], cupy.float32),
@@ -226,20 +229,29 @@ class Expected:
     inputs: dict  # device arrays by name
     ref: NormOutput  # host arrays
     y64: Optional[np.ndarray]  # the float64 values before quantization (quant only)
+    # |y64|'s terms: where LayerNorm's beta cancels the normalized value, y keeps the float32
+    # rounding of the larger terms (quant only)
+    terms64: Optional[np.ndarray] = None
 
     @property
     def xgb(self):
         return self.inputs["x"], self.inputs["gamma"], self.inputs["beta"]
 
 
-def unrounded(case: Case) -> np.ndarray:
-    """The reference's float64 outputs of a case before rounding (and before quantization)."""
+def unrounded(case: Case, terms: bool = False):
+    """The reference's float64 outputs of a case before rounding (and before quantization);
+    terms: and their terms' magnitudes, |(h - mean) * rstd * gamma| + |beta| (smoothed)."""
     host = _host(make_inputs(case))
     fn, args, kw = call_args(case.call, host, case)
     h = reference.fused_input(host["x"], kw.get("residual"), kw.get("x_bias"))
     beta = args[2] if fn == "layernorm" else None
     y64 = reference.normalized(fn, h, args[1], beta, kw["eps"], kw.get("weight_offset", 0.0))
-    return y64 * kw["smooth_scale"].astype(np.float64) if "smooth_scale" in kw else y64
+    t64 = np.abs(y64) if beta is None else (
+        np.abs(reference.normalized(fn, h, args[1], None, kw["eps"])) + np.abs(np.asarray(beta, np.float64)))
+    if "smooth_scale" in kw:
+        sm = kw["smooth_scale"].astype(np.float64)
+        y64, t64 = y64 * sm, t64 * np.abs(sm)
+    return (y64, t64) if terms else y64
 
 
 @functools.lru_cache(maxsize=48)  # instances that share precisions and fusions share them
@@ -250,8 +262,10 @@ def expected(case: Case) -> Expected:
     ref = getattr(reference, fn)(*args, **kw)
     if not isinstance(ref, NormOutput):
         ref = NormOutput(ref)
-    y64 = unrounded(case) if case.call is not None and case.call.quant != Quant.NONE else None
-    return Expected(dev, ref, y64)
+    y64 = t64 = None
+    if case.call is not None and case.call.quant != Quant.NONE:
+        y64, t64 = unrounded(case, terms=True)
+    return Expected(dev, ref, y64, t64)
 
 
 def _ordered(a, bits: int):
@@ -361,12 +375,14 @@ def assert_codes(q, v: np.ndarray, out: DType, what: str):
         f"{want[bad][:4]} for y/scale = {v[bad][:4]}")
 
 
-def assert_scales(s, ref: np.ndarray, what: str):
-    """Per-row scales against the reference's: float32 scales within 2**-20 relative (8
-    ulp), 16-bit ones within 1 ulp of their precision. A scale is absmax(y) / qmax of the
-    kernel's float32 y, and y carries the error of float32 statistics and of the
-    normalize chain (a few ulp: rstd from float32 sums, then three roundings); rounded to
-    16 bits, that error flips at most one rounding."""
+def assert_scales(s, ref: np.ndarray, what: str, terms: Optional[np.ndarray] = None):
+    """Per-row scales against the reference's: float32 scales within 2**-20 (8 ulp)
+    relative to the larger of the scale and the row's largest |terms| / qmax (terms: the
+    magnitudes of y's terms, Expected.terms64; in a row where beta cancels the normalized
+    values, y keeps their rounding), 16-bit ones within 1 ulp of their precision. A scale is
+    absmax(y) / qmax of the kernel's float32 y, and y carries the error of float32
+    statistics and of the normalize chain (a few ulp: rstd from float32 sums, then three
+    roundings); rounded to 16 bits, that error flips at most one rounding."""
     import cupy
 
     got = cupy.asnumpy(s)
@@ -374,7 +390,8 @@ def assert_scales(s, ref: np.ndarray, what: str):
     g64, r64 = got.astype(np.float64), ref.astype(np.float64)
     assert np.isfinite(g64).all() and (g64 > 0).all(), f"{what}: scales must be finite and positive"
     if got.dtype == np.float32:
-        worst = float((np.abs(g64 - r64) / r64).max()) if got.size else 0.0
+        unit = r64 if terms is None else np.maximum(r64, terms.reshape(r64.shape + (-1,)).max(axis=-1, initial=0.0))
+        worst = float((np.abs(g64 - r64) / unit).max()) if got.size else 0.0
         assert worst <= 2**-20, f"{what}: scales {worst:.3g} relative from the reference's"
         return
     uint = np.uint16  # positive 16-bit floats: bit patterns count ulps
@@ -404,7 +421,7 @@ def check_outputs(call: KernelSpec, case: Case, e: Expected, out: NormOutput, wh
         assert_close(out.y, cupy.asarray(ref.y), call.x, what, exact=lambda: unrounded(case))
     else:
         if call.quant == Quant.DYNAMIC:
-            assert_scales(out.scale, ref.scale, what)
+            assert_scales(out.scale, ref.scale, what, None if e.terms64 is None else e.terms64 / QMAX[call.out])
             scale = cupy.asnumpy(out.scale).astype(np.float64)[..., None]  # codes given the scale
         else:
             scale = float(cupy.asnumpy(e.inputs["quant_scale"][call.out])[0])

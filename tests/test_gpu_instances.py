@@ -22,6 +22,11 @@ def _n_cases(spec):
     """N values an instance is tested at: two-pass, all of N_VALUES and past the one-pass
     range; one-pass, those in its bucket, both ends of it, and tiny rows (mostly padding)."""
     v = spec.vec
+    if spec.ragged:  # any N in the bucket: both ends, odd N, N % V of every kind, tiny rows
+        lo = max([b for b in tiles.BUCKETS if b < spec.bucket], default=0)
+        ns = {n for n in N_VALUES if lo < n <= spec.bucket} | {1, 7, lo + 1, lo + 3, spec.bucket - 1, spec.bucket,
+                                                              (lo + spec.bucket) // 2 + 5, spec.bucket - v - 2}
+        return sorted(n for n in ns if 1 <= n <= spec.bucket)
     if spec.pipeline == Pipeline.TWO_PASS:
         # several chunks plus a partial one; the first N the dispatcher sends to two-pass
         ns = set(N_VALUES) | {v, 3 * 2048 * v + v, tiles.ONE_PASS_MAX_N[spec.x] + v}
@@ -41,6 +46,7 @@ def _cases(spec, seed):
     plain = spec.fused_add == FusedAdd.NONE and not spec.x_bias and spec.quant == Quant.NONE
     call = None if plain and spec.norm == Norm.LAYERNORM else semantics(spec)
     ns = _n_cases(spec)
+    pad_of, start_of = (11, 5) if spec.ragged else (8, 0)
     for n in ns:
         if plain:
             big = 1000 if n <= 8192 or n in N_VALUES else 64 if n <= 262144 else 16
@@ -48,17 +54,18 @@ def _cases(spec, seed):
             big = 256 if n <= 8192 else 16
         for m in M_VALUES[:-1] + (big,):
             for kind in KINDS if m else KINDS[:1]:
-                pad = 0 if m <= 1 else 8  # rows of x are a slice of wider rows
-                yield Case(spec.x, spec.w, n, m, kind, pad, case_seed(seed, n, m, kind), call)
+                # rows of x are a slice of wider rows; ragged rows' start anywhere in a vector
+                pad, start = (0, 0) if m <= 1 else (pad_of, start_of)
+                yield Case(spec.x, spec.w, n, m, kind, pad, case_seed(seed, n, m, kind), call, start=start)
     if not plain:
         for kind in SPECIAL_KINDS:
-            yield Case(spec.x, spec.w, ns[-1], 3, kind, 8, case_seed(seed, kind), call)
+            yield Case(spec.x, spec.w, ns[-1], 3, kind, pad_of, case_seed(seed, kind), call, start=start_of)
     if spec.norm == Norm.LAYERNORM:
-        yield Case(spec.x, spec.w, ns[-1], 3, LEAD, 8, case_seed(seed, LEAD), call,
-                   lead=shift_columns(spec, ns[-1]))
+        yield Case(spec.x, spec.w, ns[-1], 3, LEAD, pad_of, case_seed(seed, LEAD), call,
+                   lead=shift_columns(spec, ns[-1]), start=start_of)
     if spec.norm == Norm.RMSNORM:
-        yield Case(spec.x, spec.w, ns[-1], 3, "offset", 8, seed ^ 1, call, gamma=False)
-        yield Case(spec.x, spec.w, ns[-1], 3, "normal", 8, seed ^ 2, call, weight_offset=1.0)
+        yield Case(spec.x, spec.w, ns[-1], 3, "offset", pad_of, seed ^ 1, call, gamma=False, start=start_of)
+        yield Case(spec.x, spec.w, ns[-1], 3, "normal", pad_of, seed ^ 2, call, weight_offset=1.0, start=start_of)
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -86,5 +93,5 @@ def test_instance_against_reference(only, seed):
         e = expected(case)
         what = (f"{spec.name} N={case.n} M={case.m} {case.kind} pad={case.pad} seed={seed}"
                 f"{'' if case.gamma else ' gamma=None'} weight_offset={case.weight_offset}")
-        assert dispatch.choose(semantics(spec), case.n, spec.vec) == spec, what
+        assert dispatch.choose(semantics(spec), case.n, 1 if spec.ragged else spec.vec) == spec, what
         check_call(spec, case, e, what)

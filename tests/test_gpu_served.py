@@ -62,7 +62,7 @@ def test_odd_widths_and_misaligned_rows_are_served_by_the_default_set(call, n, s
     case = Case(call.x, call.w, n, m, "normal", 8, case_seed(seed, call.name, n, m), call)
     e = expected(case)
     check_call(call, case, e, f"{call.name} N={n} M={m} seed={seed}")
-    shifted = Expected(_misaligned(e.inputs), e.ref, e.y64)
+    shifted = Expected(_misaligned(e.inputs), e.ref, e.y64, e.terms64)
     assert dispatch._vec_align(dispatch.arrays.view(shifted.inputs["x"], "x"), n, ()) == 1
     check_call(call, case, shifted, f"{call.name} N={n} M={m} misaligned seed={seed}")
 
@@ -90,3 +90,40 @@ def test_a_call_no_instance_serves_is_generated_and_served(tmp_path, monkeypatch
     finally:
         normgen.set_strict(False)
         dispatch.use_generated(GENERATED)
+
+
+@pytest.mark.parametrize("call, n", [
+    (_call(Norm.LAYERNORM, DType.BF16), 5003),  # rows in registers
+    (_call(Norm.LAYERNORM, DType.FP32, save_stats=True), 1001),  # rows sharing a block
+    (_call(Norm.RMSNORM, DType.FP16), 50257),  # staged over a cluster
+    (_call(Norm.LAYERNORM, DType.FP16, fused_add=FusedAdd.STORE, quant=DQ, out=DType.INT8, smooth=DType.FP32,
+           scale=DType.FP32), 5002),
+    (_call(Norm.RMSNORM, DType.BF16, fused_add=FusedAdd.STORE, quant=SQ, out=DType.FP8), 100003),
+], ids=lambda v: v.name.replace("_2p_v1", "") if isinstance(v, KernelSpec) else str(v))
+def test_a_rows_results_do_not_depend_on_where_it_lies(call, n, strict, seed):
+    """Rows whose starts lie at every place within a 16-byte vector, in a batch, give the
+    same bits as each of them alone at each such place (ragged rows keep fixed columns)."""
+    import cupy
+
+    from .gpu import call_args, make_inputs
+
+    case = Case(call.x, call.w, n, 19, "offset", 3, case_seed(seed, "placed", call.name, n), call, start=1)
+    inputs = make_inputs(case)
+    fn, args, kw = call_args(call, inputs, case)
+    batch = getattr(normgen, fn)(*args, **kw)
+    batch = batch if isinstance(batch, normgen.NormOutput) else normgen.NormOutput(batch)
+    width = 16 // call.x.itemsize
+    for row in (0, 1, 2, 18):
+        for start in range(width):
+            alone = dict(inputs)
+            for name in ("x", "residual"):
+                wide = cupy.zeros((1, n + width), inputs[name].dtype)
+                wide[0, start:start + n] = inputs[name][row]
+                alone[name] = wide[:, start:start + n]
+            fn, args, kw = call_args(call, alone, case)
+            one = getattr(normgen, fn)(*args, **kw)
+            one = one if isinstance(one, normgen.NormOutput) else normgen.NormOutput(one)
+            for name, got, want in zip(one._fields, one, batch):
+                if got is not None:
+                    assert cupy.asnumpy(got).tobytes() == cupy.asnumpy(want[row:row + 1]).tobytes(), \
+                        f"{call.name} N={n}: row {row} alone at {start}: {name} differs from the batch's"
