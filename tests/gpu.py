@@ -390,7 +390,9 @@ def assert_scales(s, ref: np.ndarray, what: str, terms: Optional[np.ndarray] = N
     g64, r64 = got.astype(np.float64), ref.astype(np.float64)
     assert np.isfinite(g64).all() and (g64 > 0).all(), f"{what}: scales must be finite and positive"
     if got.dtype == np.float32:
-        unit = r64 if terms is None else np.maximum(r64, terms.reshape(r64.shape + (-1,)).max(axis=-1, initial=0.0))
+        unit = r64
+        if terms is not None:  # the row's largest term, per row
+            unit = np.maximum(r64, terms.reshape(r64.shape + terms.shape[-1:]).max(axis=-1, initial=0.0))
         worst = float((np.abs(g64 - r64) / unit).max()) if got.size else 0.0
         assert worst <= 2**-20, f"{what}: scales {worst:.3g} relative from the reference's"
         return
