@@ -7,7 +7,8 @@
 
 namespace normgen {
 
-// Words of V elements of T: 4 (16-byte chunks of the float types) or 2 (8 codes of a byte).
+// Words of V elements of T: 4 (16-byte chunks of the float types), 2 or 1 (8 or 4 codes of
+// a byte, beside 16-bit or fp32 rows).
 template <typename T, int V> __host__ __device__ constexpr int chunk_words() {
   return V * static_cast<int>(sizeof(T)) / 4;
 }
@@ -19,7 +20,7 @@ template <typename T, int V>
 __device__ __forceinline__ void window(const uint32_t (&ab)[2 * chunk_words<T, V>()], int e,
                                        uint32_t (&out)[chunk_words<T, V>()]) {
   constexpr int W = chunk_words<T, V>(), E = 4 / sizeof(T);
-  static_assert(W == 2 || W == 4, "8- or 16-byte chunks");
+  static_assert(W == 1 || W == 2 || W == 4, "4-, 8- or 16-byte chunks");
   const int ws = e / E, bits = (e % E) * 8 * static_cast<int>(sizeof(T));
   uint32_t r[W + 1];  // r[q] = ab[q + ws]
   if constexpr (W == 4) {
@@ -28,9 +29,12 @@ __device__ __forceinline__ void window(const uint32_t (&ab)[2 * chunk_words<T, V
     for (int m = 0; m < 7; ++m) t[m] = ws & 1 ? ab[m + 1] : ab[m];
 #pragma unroll
     for (int q = 0; q <= W; ++q) r[q] = ws & 2 ? t[q + 2] : t[q];
-  } else {
+  } else if constexpr (W == 2) {
 #pragma unroll
     for (int q = 0; q <= W; ++q) r[q] = ws & 1 ? ab[q + 1] : ab[q];
+  } else {  // one word: e < V <= E, no word shift
+    r[0] = ab[0];
+    r[1] = ab[1];
   }
 #pragma unroll
   for (int q = 0; q < W; ++q) out[q] = E == 1 ? r[q] : __funnelshift_r(r[q], r[q + 1], bits);
@@ -179,8 +183,9 @@ template <typename T, int V> struct RaggedOut {
       store_bytes<kWords * 4>(base + col, c, a);
       store_below<kWords * 4>(base + col + W * V, c, a);
     } else if (split || first < n) {  // the row's end: element by element
-      const unsigned long long lo = c[0] | static_cast<unsigned long long>(c[1]) << 32;
-      const unsigned long long hi = kWords == 4 ? c[2] | static_cast<unsigned long long>(c[kWords - 1]) << 32 : 0;
+      unsigned long long lo = c[0], hi = 0;  // the chunk's bytes 0-7 and 8-15
+      if constexpr (kWords >= 2) lo |= static_cast<unsigned long long>(c[1]) << 32;
+      if constexpr (kWords == 4) hi = c[2] | static_cast<unsigned long long>(c[3]) << 32;
 #pragma unroll 1
       for (int j = 0; j < V; ++j) {
         const int past = split && j < s ? W * V : 0;
@@ -193,16 +198,18 @@ template <typename T, int V> struct RaggedOut {
   }
 
  private:
-  // Bytes [a, B) of the B bytes in c (B = 8 or 16) to the chunk at `to`, in aligned accesses
-  // of 1 to 8 bytes (at most four; one of B bytes where a is 0).
+  // Bytes [a, B) of the B bytes in c (B = 4, 8 or 16) to the chunk at `to`, in aligned
+  // accesses of 1 to 8 bytes (at most four; one of B bytes where a is 0).
   template <int B>
   __device__ __forceinline__ static void store_bytes(T* to, const uint32_t (&c)[B / 4], int a) {
     char* p = reinterpret_cast<char*>(to);
     if (a == 0) {
       if constexpr (B == 16) {
         *reinterpret_cast<uint4*>(p) = make_uint4(c[0], c[1], c[2], c[3]);
-      } else {
+      } else if constexpr (B == 8) {
         *reinterpret_cast<uint2*>(p) = make_uint2(c[0], c[1]);
+      } else {
+        *reinterpret_cast<uint32_t*>(p) = c[0];
       }
       return;
     }
@@ -248,8 +255,10 @@ template <typename T, int V> struct RaggedOut {
     if constexpr (B == 16) {
       const uint32_t lo = k & 1 ? c[1] : c[0], hi = k & 1 ? c[3] : c[2];
       return k & 2 ? hi : lo;
-    } else {
+    } else if constexpr (B == 8) {
       return k & 1 ? c[1] : c[0];
+    } else {
+      return c[0];
     }
   }
   template <int B>

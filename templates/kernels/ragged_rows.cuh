@@ -166,7 +166,12 @@ __device__ __forceinline__ void ragged_rows(const Params& p) {
   // fit beside it (16 words of x alone, as register_rows' kPrefetchRow)
   constexpr bool kAhead = !kStaged && !kAdd && P * chunk_words<X, V>() <= 16;
   // vectors loaded at a time: staged, within 64 registers; else all of them ahead, or four
-  constexpr int kBatch = kStaged ? (kAdd ? 1 : 2) : kAhead ? P : kAdd ? 2 : 4;
+#if __CUDA_ARCH__ >= 900 && __CUDA_ARCH__ < 1200
+  constexpr int kStagedBatch = kAdd ? 1 : 2;
+#else
+  constexpr int kStagedBatch = 1;  // ptxas for sm_80-89 and sm_120 spills at two (LayerNorm fp16 at 32768)
+#endif
+  constexpr int kBatch = kStaged ? kStagedBatch : kAhead ? P : kAdd ? 2 : 4;
   constexpr int B = P < kBatch ? P : kBatch;
   constexpr int U = kStaged ? 1 : P;  // output vectors at a time (staged: a loop, within 64 registers)
   constexpr int kXW = chunk_words<X, V>(), kYW = chunk_words<Y, V>();
