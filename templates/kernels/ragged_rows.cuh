@@ -11,7 +11,7 @@ namespace normgen {
 template <class K, int P, int V, bool kStaged> struct RaggedHeld {
   using X = typename K::X;
   static constexpr int kWords = chunk_words<X, V>();
-  Packed<X, P, V> regs;
+  Packed<X, kStaged ? 1 : P, V> regs;  // (staged: unused)
   __device__ __forceinline__ uint4* slot(int i) const {
     extern __shared__ uint4 stage_words[];
     return stage_words + i * K::kThreadsPerRow + threadIdx.x;  // conflict-free
