@@ -28,7 +28,7 @@ struct Traits {
   static constexpr bool kPackColumns = false;
   static constexpr bool kKeepOutputs = false;
   static constexpr normgen::Cache kRowCache = normgen::Cache::NORMAL;
-  static constexpr int kOutputStep = 8;
+  static constexpr int kOutputStep = 1;
   static constexpr int kColumnPrefetch = 0;
   static constexpr int kColumnRegisters = 0;
   static constexpr int kColumnAhead = 0;

@@ -269,8 +269,22 @@ def _ragged_recipe(spec: KernelSpec, op: Op) -> Recipe:
         tile = replace(tile, registers=128 if fused else 64)
     return Recipe(tile=tile, op=op, whole_row_kernel=False, kernels=((spec.symbol, False),),
                   min_blocks_per_sm=tile.min_blocks_per_sm, pack_columns=False, keep_outputs=False,
-                  row_cache=Cache.NORMAL, output_step=tile.repeat, column_prefetch=0, column_registers=0,
-                  column_ahead=0, fold_shift=False)
+                  row_cache=Cache.NORMAL, output_step=_ragged_output_step(spec, op, tile), column_prefetch=0,
+                  column_registers=0, column_ahead=0, fold_shift=False)
+
+
+# Ragged output loops take all of a thread's vectors at once, but staged rows with a fused add
+# (its chunks and x's come through registers: one at a time within 64 registers) and fp16
+# LayerNorm staged in one block, two at a time (at 32768 eight spilled 8 bytes on sm_90, four
+# 24 bytes on sm_80).
+def _ragged_output_step(spec: KernelSpec, op: Op, tile: Tile) -> int:
+    if not tile.stage_bytes:
+        return tile.repeat
+    if spec.fused_add != FusedAdd.NONE:
+        return 1
+    if spec.x == DType.FP16 and not op.rmsnorm and tile.cluster == 1:
+        return 2
+    return tile.repeat
 
 
 def ragged_first(call: KernelSpec, bucket: int) -> bool:

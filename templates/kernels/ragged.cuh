@@ -49,6 +49,7 @@ template <> struct RawOf<4> { using type = uint32_t; };
 // `s` of it. Column c lies in the chunk at base + (c + s) / V * V.
 template <typename T, int V> struct RaggedIn {
   static constexpr int kWords = chunk_words<T, V>();
+  static_assert(kWords == 4, "rows move in 16-byte chunks");
   using Raw = typename RawOf<sizeof(T)>::type;
   const T* base;
   int s, n;
@@ -64,13 +65,8 @@ template <typename T, int V> struct RaggedIn {
   __device__ __forceinline__ void chunk(int at, bool live, uint32_t (&w)[kWords]) const {
     const int first = at - s;
     if (live && first + V <= n) {
-      if constexpr (kWords == 4) {
-        const uint4 q = *reinterpret_cast<const uint4*>(base + at);
-        w[0] = q.x; w[1] = q.y; w[2] = q.z; w[3] = q.w;
-      } else {
-        const uint2 q = *reinterpret_cast<const uint2*>(base + at);
-        w[0] = q.x; w[1] = q.y;
-      }
+      const uint4 q = *reinterpret_cast<const uint4*>(base + at);
+      w[0] = q.x; w[1] = q.y; w[2] = q.z; w[3] = q.w;
       return;
     }
 #pragma unroll
@@ -88,12 +84,20 @@ template <typename T, int V> struct RaggedIn {
   }
   // The chunk at base + at, which lies inside the row: whole (zeros where !live).
   __device__ __forceinline__ void whole(int at, bool live, uint32_t (&w)[kWords]) const {
-    if constexpr (kWords == 4) {
-      const uint4 q = live ? *reinterpret_cast<const uint4*>(base + at) : make_uint4(0u, 0u, 0u, 0u);
-      w[0] = q.x; w[1] = q.y; w[2] = q.z; w[3] = q.w;
+    const uint4 q = live ? *reinterpret_cast<const uint4*>(base + at) : make_uint4(0u, 0u, 0u, 0u);
+    w[0] = q.x; w[1] = q.y; w[2] = q.z; w[3] = q.w;
+  }
+  // The chunk at base + at into shared memory at `to`, as chunk() reads it: whole by
+  // cp.async (which the caller waits for), else through registers.
+  __device__ __forceinline__ void copy_chunk(uint4* to, int at, bool live) const {
+    if (live && at - s + V <= n) {
+      asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(static_cast<unsigned>(__cvta_generic_to_shared(to))),
+                   "l"(__cvta_generic_to_global(base + at))
+                   : "memory");
     } else {
-      const uint2 q = live ? *reinterpret_cast<const uint2*>(base + at) : make_uint2(0u, 0u);
-      w[0] = q.x; w[1] = q.y;
+      uint32_t w[kWords];
+      chunk(at, live, w);
+      *to = make_uint4(w[0], w[1], w[2], w[3]);
     }
   }
   // Columns col .. col + V - 1 (zeros past the row), read by this thread alone.
@@ -157,6 +161,16 @@ template <typename T, int V> struct RaggedOut {
   __device__ __forceinline__ RaggedOut(T* row, int n_) : n(n_) {
     s = static_cast<int>((reinterpret_cast<unsigned long long>(row) / sizeof(T)) % V);
     base = row - s;
+  }
+  // store<W, kWhole> for a step: kWhole where every lane's vector lies inside the row (`all`,
+  // the same in all lanes of a row).
+  template <int W>
+  __device__ __forceinline__ void store_step(bool all, int col, int l, bool live, const uint32_t (&mine)[kWords]) const {
+    if (all) {
+      store<W, true>(col, l, live, mine);
+    } else {
+      store<W, false>(col, l, live, mine);
+    }
   }
   // kWhole: every lane's vector lies inside the row (then so do the chunks they write).
   template <int W, bool kWhole>

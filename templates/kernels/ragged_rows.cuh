@@ -7,7 +7,8 @@
 namespace normgen {
 
 // A ragged row's vectors as loaded (x, or h after the fused prologue), held in registers
-// or, staged, in the block's shared memory (each thread reads back only what it wrote).
+// or, staged, in the block's shared memory (once h is there, each thread reads back only
+// what it wrote).
 template <class K, int P, int V, bool kStaged> struct RaggedHeld {
   using X = typename K::X;
   static constexpr int kWords = chunk_words<X, V>();
@@ -141,6 +142,41 @@ template <class K, int P, int V> struct RaggedRaw {
   }
 };
 
+// A staged row's h (x with the fused x-bias) put into `held` (staged rows without a fused
+// add): x's chunks copied into held's slots as they lie, the chunk after each warp's last
+// lane's into `edge` (cp.async: every copy in flight at once, in no registers); then each
+// lane reads its chunk and the next, and writes its vector back once its warp has read.
+template <class K, int P, int V, int W, class Cols>
+__device__ __forceinline__ void stage_ragged(RaggedHeld<K, P, V, true>& held, uint4 (&edge)[P][K::kThreadsPerRow / 32],
+                                             const RaggedIn<typename K::X, V>& xs, const Params& p, const Cols& cols,
+                                             int whole, int l, bool live) {
+  static_assert(W == 32 && K::kFusedAdd == 0, "warps of one row, x alone");
+  constexpr int kW = chunk_words<typename K::X, V>();
+  uint4* const after = &edge[0][threadIdx.x / 32];
+#pragma unroll
+  for (int i = 0; i < P; ++i) {
+    if (i <= whole) {
+      xs.copy_chunk(held.slot(i), cols(i), live);
+      if (l == W - 1 && xs.s != 0) xs.copy_chunk(after + i * (K::kThreadsPerRow / 32), cols(i) + V, live);
+    }
+  }
+  asm volatile("cp.async.wait_all;" ::: "memory");
+  __syncwarp();
+#pragma unroll 1
+  for (int i = 0; i < P && i <= whole; ++i) {
+    const uint4 a = *held.slot(i);
+    uint32_t h[kW] = {a.x, a.y, a.z, a.w}, none[kW] = {};
+    if (xs.s != 0) {
+      const uint4 b = l == W - 1 ? after[i * (K::kThreadsPerRow / 32)] : *(held.slot(i) + 1);
+      const uint32_t ab[2 * kW] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
+      window<typename K::X, V>(ab, xs.s, h);
+    }
+    __syncwarp();
+    ragged_fuse<K, V>(h, none, p, cols(i), cols.count(i));
+    held.put(i, h);
+  }
+}
+
 // Rows of any alignment and length on the one-pass tiles: a block serves R rows at a time
 // with T threads each, or a cluster's C blocks one row; thread `lane` of a row holds the
 // P vectors at columns (i*C*T + lane)*V, as the aligned pipelines do, in registers or
@@ -165,20 +201,17 @@ __device__ __forceinline__ void ragged_rows(const Params& p) {
   // rows in registers load the next row's chunks before this row's reductions, where they
   // fit beside it (16 words of x alone, as register_rows' kPrefetchRow)
   constexpr bool kAhead = !kStaged && !kAdd && P * chunk_words<X, V>() <= 16;
-  // vectors loaded at a time: staged, within 64 registers; else all of them ahead, or four
-#if __CUDA_ARCH__ >= 900 && __CUDA_ARCH__ < 1200
-  constexpr int kStagedBatch = kAdd ? 1 : 2;
-#else
-  constexpr int kStagedBatch = 1;  // ptxas for sm_80-89 and sm_120 spills at two (LayerNorm fp16 at 32768)
-#endif
-  constexpr int kBatch = kStaged ? kStagedBatch : kAhead ? P : kAdd ? 2 : 4;
+  // vectors loaded at a time: one in staged rows with a fused add (within 64 registers; those
+  // without copy their chunks into shared memory: stage_ragged); else all of them ahead, or four
+  constexpr int kBatch = kStaged ? 1 : kAhead ? P : kAdd ? 2 : 4;
   constexpr int B = P < kBatch ? P : kBatch;
-  constexpr int U = kStaged ? 1 : P;  // output vectors at a time (staged: a loop, within 64 registers)
+  constexpr int U = K::kOutputStep;  // output vectors at a time (Recipe.output_step)
   constexpr int kXW = chunk_words<X, V>(), kYW = chunk_words<Y, V>();
   static_assert(!kStaged || R == 1, "staged tiles serve one row per block");
   constexpr int S = scratch_sets<K>();
   __shared__ ReduceScratch<T, R, 1> sh_max[S];
   __shared__ ReduceScratch<T, R, stat_values<K>()> sh_stats[S], sh_again[S];
+  __shared__ uint4 edge[kStaged && !kAdd ? P : 1][kStaged && !kAdd ? T / 32 : 1];  // (stage_ragged)
   const int l = threadIdx.x % W;
   const int lane = Span::rank() * T + threadIdx.x % T;
   const int sub = threadIdx.x / T;
@@ -219,18 +252,14 @@ __device__ __forceinline__ void ragged_rows(const Params& p) {
           xs.template realign<W>(l, raw.x[b], raw.xb[b], h);
           if constexpr (kAdd) rs.template realign<W>(l, raw.r[b], raw.rb[b], r);
           ragged_fuse<K, V>(h, r, p, cols(i), cols.count(i));
-          if constexpr (K::kFusedAdd == 1) {
-            if (i < whole) {
-              res_out.template store<W, true>(cols(i), l, live, h);
-            } else {
-              res_out.template store<W, false>(cols(i), l, live, h);
-            }
-          }
+          if constexpr (K::kFusedAdd == 1) res_out.template store_step<W>(i < whole, cols(i), l, live, h);
           held.put(i, h);
         }
       }
     };
-    if constexpr (kStaged) {
+    if constexpr (kStaged && !kAdd) {
+      stage_ragged<K, P, V, W>(held, edge, xs, p, cols, whole, l, live);
+    } else if constexpr (kStaged) {
 #pragma unroll 1
       for (int i0 = 0; i0 < P && i0 <= whole; i0 += B) {
         raw.template fetch<W>(xs, rs, cols, i0, whole, l, live);
@@ -327,11 +356,7 @@ __device__ __forceinline__ void ragged_rows(const Params& p) {
       }
       uint32_t w[kYW];
       to_words<Y, V>(out, w);
-      if (all) {
-        y.template store<W, true>(cols(i), l, live, w);
-      } else {
-        y.template store<W, false>(cols(i), l, live, w);
-      }
+      y.template store_step<W>(all, cols(i), l, live, w);
     });
   }
   Span::finish();
