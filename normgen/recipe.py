@@ -223,6 +223,8 @@ class Recipe:
     column_registers: int
     column_ahead: int
     fold_shift: bool
+    row_image: bool  # ragged rows in registers load through a shared-memory image (ragged_rows.cuh)
+    hold_columns: bool  # ... and hold the per-column vectors in registers across rows
 
     @property
     def full_symbol(self) -> Optional[str]:
@@ -256,6 +258,8 @@ def recipe(spec: KernelSpec) -> Recipe:
         column_registers=_column_registers(spec, op, tile, keep, step, blocks),
         column_ahead=_column_ahead(tile, fold),
         fold_shift=fold,
+        row_image=False,
+        hold_columns=False,
     )
 
 
@@ -267,10 +271,30 @@ def _ragged_recipe(spec: KernelSpec, op: Op) -> Recipe:
     if tile.stage_bytes:
         fused = op.fused or spec.smooth is not None or spec.w != spec.x
         tile = replace(tile, registers=128 if fused else 64)
+    image = _ragged_row_image(spec, tile)
     return Recipe(tile=tile, op=op, whole_row_kernel=False, kernels=((spec.symbol, False),),
                   min_blocks_per_sm=tile.min_blocks_per_sm, pack_columns=False, keep_outputs=False,
                   row_cache=Cache.NORMAL, output_step=_ragged_output_step(spec, op, tile), column_prefetch=0,
-                  column_registers=0, column_ahead=0, fold_shift=False)
+                  column_registers=0, column_ahead=0, fold_shift=False, row_image=image,
+                  hold_columns=image and not op.rmsnorm and op.light_columns)
+
+
+# Static shared memory a ragged register row's image takes: two rows (this one and the next,
+# whose copies are in flight), a 16-byte slot per thread and vector, and one more per warp.
+def ragged_image_bytes(tile: Tile) -> int:
+    t = tile.threads_per_row
+    return 2 * tile.repeat * (t + t // 32) * 16
+
+
+# Ragged rows in registers without a fused add copy their chunks into a shared-memory image
+# (cp.async) instead of holding the next row's in registers, where a block serves one row of
+# whole warps and the image fits in 40 KB of static shared memory (of the 48 a block may
+# declare). The registers it frees hold LayerNorm's gamma and beta across rows where they are
+# its only per-column vectors, in x's precision (with a smooth scale they spilled; RMSNorm's
+# gamma held ran slower; docs/policy.md: ragged rows).
+def _ragged_row_image(spec: KernelSpec, tile: Tile) -> bool:
+    return (not tile.stage_bytes and spec.fused_add == FusedAdd.NONE and tile.threads_per_row >= 32
+            and tile.rows_per_block == 1 and ragged_image_bytes(tile) <= 40960)
 
 
 # Ragged output loops take all of a thread's vectors at once, but staged rows with a fused add
@@ -290,9 +314,10 @@ def _ragged_output_step(spec: KernelSpec, op: Op, tile: Tile) -> int:
 def ragged_first(call: KernelSpec, bucket: int) -> bool:
     """Whether a call (a spec of its semantics) whose rows are not 16-byte aligned takes
     ragged rows before narrower aligned vectors in a bucket: everywhere but unfused LayerNorm
-    held in registers, where one-element accesses measured faster (docs/policy.md: ragged
-    rows)."""
-    return not (_op(call).plain_ln and not one_pass_tile(call.x, bucket, call.x.vmax).shared_bytes)
+    held in registers without a row image, where one-element accesses measured faster
+    (docs/policy.md: ragged rows)."""
+    tile = one_pass_tile(call.x, bucket, call.x.vmax)
+    return not (_op(call).plain_ln and not tile.shared_bytes and not _ragged_row_image(call, tile))
 
 
 def _one_pass(spec: KernelSpec) -> bool:

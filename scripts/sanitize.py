@@ -11,7 +11,8 @@ thread-block cluster; resident clusters first), streamed (Tile.stream_bytes), tw
 Epilogues: plain, fused add, dynamic quant, static quant (no x-bias, no add beside a quant).
 Each case is an instance of the default set where it has one, else one generated for the
 run; combinations that no instance can have (streamed rows serve LayerNorm's dynamic quant
-alone) are listed as such. One more case: streamed rows over a cluster.
+alone) are listed as such. More cases: streamed rows over a cluster; ragged rows staged over
+a cluster (plain, fused add) and in registers loaded through a row image.
 
 Each (instance, tool) is one child process (this script with --child) that dispatches from
 that instance alone (strict: no other instance can serve), makes its calls at a few rows --
@@ -185,13 +186,17 @@ def cases(default: Optional[list] = None) -> tuple[list[SanitizeCase], list[tupl
         if pool:
             spec = min(pool, key=lambda s: _preference(s, "ragged", e))
             out.append(SanitizeCase("ragged", e, spec, True, _note(spec)))
+    image = [s for s in default if pipeline_of(s) == "ragged" and recipe(s).row_image and epilogue_of(s) == "plain"]
+    if image:  # ragged rows in registers loaded through a shared-memory image (double-buffered)
+        spec = min(image, key=lambda s: _preference(s, "ragged", "plain"))
+        out.append(SanitizeCase("ragged", "plain", spec, True, _note(spec)))
     return out, impossible
 
 
 def _note(spec: KernelSpec) -> str:
     t = recipe(spec).tile
     bits = [f"cluster of {t.cluster}"] if t.cluster > 1 else []
-    return ", ".join(bits + ["resident"] * bool(t.resident))
+    return ", ".join(bits + ["resident"] * bool(t.resident) + ["row image"] * recipe(spec).row_image)
 
 
 def n_values(spec: KernelSpec) -> list[int]:

@@ -76,6 +76,14 @@ template <class K, int P, int V> struct Columns {
     if constexpr (K::kNorm == Norm::LAYERNORM) load_part_of(b, i, static_cast<const W*>(p.beta), col, count, 0.f);
     if constexpr (K::kSmooth) load_part_of(sm, i, static_cast<const typename K::SM*>(p.smooth), col, count, 0.f);
   }
+  // load or load_part: a vector's columns inside the row (a ragged row's last may end in it).
+  __device__ __forceinline__ void load_part_or_all(const Params& p, int i, i64 col, int count) {
+    if (count == V) {
+      load(p, i, col);
+    } else {
+      load_part(p, i, col, count);
+    }
+  }
   // Vector i of v: from's first count columns at col (`absent` where from is null), then zeros.
   template <typename T>
   __device__ __forceinline__ static void load_part_of(Packed<T, P, V>& v, int i, const T* from, i64 col, int count,

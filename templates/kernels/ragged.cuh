@@ -100,6 +100,14 @@ template <typename T, int V> struct RaggedIn {
       *to = make_uint4(w[0], w[1], w[2], w[3]);
     }
   }
+  // The chunk at base + at into shared memory at `to`, all by cp.async: the row's bytes of it
+  // (and what precedes the row in its first chunk), zeros past the row's end and where !live.
+  __device__ __forceinline__ void copy_chunk_async(uint4* to, int at, bool live) const {
+    const int inside = live ? min(max((n - (at - s)) * static_cast<int>(sizeof(T)), 0), 16) : 0;
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(static_cast<unsigned>(__cvta_generic_to_shared(to))),
+                 "l"(__cvta_generic_to_global(base + at)), "r"(inside)
+                 : "memory");
+  }
   // Columns col .. col + V - 1 (zeros past the row), read by this thread alone.
   __device__ __forceinline__ void vector(int col, bool live, uint32_t (&w)[kWords]) const {
     uint32_t ab[2 * kWords], a[kWords], b[kWords];

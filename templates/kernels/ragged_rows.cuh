@@ -36,16 +36,6 @@ template <class K, int P, int V, bool kStaged> struct RaggedHeld {
   }
 };
 
-// A vector's per-column vectors, those of its columns inside the row.
-template <class K, int V>
-__device__ __forceinline__ void ragged_columns(Columns<K, 1, V>& c, const Params& p, int col, int count) {
-  if (count == V) {
-    c.load(p, 0, col);
-  } else {
-    c.load_part(p, 0, col, count);
-  }
-}
-
 // h of one vector (x, with the fused x-bias and residual; words of x's precision): the sum
 // rounded as the unfused sequence rounds it (fuse), zeros past the row.
 template <class K, int V>
@@ -177,6 +167,23 @@ __device__ __forceinline__ void stage_ragged(RaggedHeld<K, P, V, true>& held, ui
   }
 }
 
+// A row's chunks copied as they lie into a shared-memory image (cp.async, one group a row):
+// slot t + t / 32 holds thread t's chunk, the slot after a warp's last lane's the chunk after
+// it, so that every lane's vector starts in its slot and ends in the next.
+template <class K, int P, int V, int S2, class Cols>
+__device__ __forceinline__ void image_row(uint4 (&im)[P][S2], const RaggedIn<typename K::X, V>& xs, const Cols& cols,
+                                          int whole, int l, bool live) {
+  const int slot = threadIdx.x + threadIdx.x / 32;
+#pragma unroll
+  for (int i = 0; i < P; ++i) {
+    if (i <= whole) {
+      xs.copy_chunk_async(&im[i][slot], cols(i), live);
+      if (l == 31 && xs.s != 0) xs.copy_chunk_async(&im[i][slot + 1], cols(i) + V, live);
+    }
+  }
+  asm volatile("cp.async.commit_group;" ::: "memory");
+}
+
 // Rows of any alignment and length on the one-pass tiles: a block serves R rows at a time
 // with T threads each, or a cluster's C blocks one row; thread `lane` of a row holds the
 // P vectors at columns (i*C*T + lane)*V, as the aligned pipelines do, in registers or
@@ -198,9 +205,14 @@ __device__ __forceinline__ void ragged_rows(const Params& p) {
   constexpr bool kLN = K::kNorm == Norm::LAYERNORM;
   constexpr bool kAdd = K::kFusedAdd != 0;
   constexpr bool kStaged = K::kStaged;
-  // rows in registers load the next row's chunks before this row's reductions, where they
-  // fit beside it (16 words of x alone, as register_rows' kPrefetchRow)
-  constexpr bool kAhead = !kStaged && !kAdd && P * chunk_words<X, V>() <= 16;
+  // rows in registers without a fused add load through a shared-memory image (K::kRowImage:
+  // the next row's copies in flight while this one is reduced, in no registers); the others
+  // load the next row's chunks before this row's reductions where they fit beside it (16
+  // words of x alone, as register_rows' kPrefetchRow)
+  constexpr bool kImage = K::kRowImage;
+  static_assert(!kImage || (!kStaged && !kAdd && T >= 32 && R == 1), "an image: one row of whole warps, x alone");
+  static_assert(!K::kHoldColumns || kImage, "columns held beside an image");
+  constexpr bool kAhead = !kImage && !kStaged && !kAdd && P * chunk_words<X, V>() <= 16;
   // vectors loaded at a time: one in staged rows with a fused add (within 64 registers; those
   // without copy their chunks into shared memory: stage_ragged); else all of them ahead, or four
   constexpr int kBatch = kStaged ? 1 : kAhead ? P : kAdd ? 2 : 4;
@@ -212,6 +224,7 @@ __device__ __forceinline__ void ragged_rows(const Params& p) {
   __shared__ ReduceScratch<T, R, 1> sh_max[S];
   __shared__ ReduceScratch<T, R, stat_values<K>()> sh_stats[S], sh_again[S];
   __shared__ uint4 edge[kStaged && !kAdd ? P : 1][kStaged && !kAdd ? T / 32 : 1];  // (stage_ragged)
+  __shared__ uint4 img[kImage ? 2 : 1][kImage ? P : 1][kImage ? T + T / 32 : 1];
   const int l = threadIdx.x % W;
   const int lane = Span::rank() * T + threadIdx.x % T;
   const int sub = threadIdx.x / T;
@@ -227,6 +240,17 @@ __device__ __forceinline__ void ragged_rows(const Params& p) {
   };
   i64 base = Span::group() * static_cast<i64>(R);
   RaggedRaw<K, B, V> raw;
+  int buf = 0;  // the image holding this row (kImage)
+  Columns<K, K::kHoldColumns ? P : 1, V> held_cols;  // (K::kHoldColumns) the same for every row
+  if constexpr (K::kHoldColumns) {
+#pragma unroll
+    for (int i = 0; i < P; ++i)
+      if (cols.inside(i)) held_cols.load_part_or_all(p, i, cols(i), cols.count(i));
+  }
+  if constexpr (kImage) {
+    const i64 at = base + sub < p.rows ? base + sub : 0;
+    if (base < p.rows) image_row<K, P, V>(img[0], x_of(at), cols, whole, l, base + sub < p.rows);
+  }
   if constexpr (kAhead) {
     const i64 at = base + sub < p.rows ? base + sub : 0;
     if (base < p.rows) raw.template fetch<W>(x_of(at), r_of(at), cols, 0, whole, l, base + sub < p.rows);
@@ -265,6 +289,34 @@ __device__ __forceinline__ void ragged_rows(const Params& p) {
         raw.template fetch<W>(xs, rs, cols, i0, whole, l, live);
         take(i0);
       }
+    } else if constexpr (kImage) {
+      // the next row's copies go into the other image (read by its lanes two rows ago: the
+      // reductions' barriers since order them); this row's, one group older, are waited for
+      const i64 next = base + stride + sub;
+      if (base + stride < p.rows) {
+        image_row<K, P, V>(img[buf ^ 1], x_of(next < p.rows ? next : 0), cols, whole, l, next < p.rows);
+      } else {
+        asm volatile("cp.async.commit_group;" ::: "memory");
+      }
+      asm volatile("cp.async.wait_group 1;" ::: "memory");
+      __syncwarp();
+      const int slot = threadIdx.x + threadIdx.x / 32;
+#pragma unroll
+      for (int i = 0; i < P; ++i) {
+        if (i <= whole) {
+          const uint4 a = img[buf][i][slot];
+          uint32_t h[kXW] = {a.x, a.y, a.z, a.w}, none[kXW] = {};
+          if (xs.s != 0) {
+            const uint4 b = img[buf][i][slot + 1];
+            const uint32_t ab[2 * kXW] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
+            window<X, V>(ab, xs.s, h);
+          }
+          ragged_fuse<K, V>(h, none, p, cols(i), cols.count(i));
+          held.put(i, h);
+        }
+      }
+      __syncwarp();
+      buf ^= 1;
     } else if constexpr (!kAhead) {
 #pragma unroll
       for (int i0 = 0; i0 < P; i0 += B) {
@@ -302,13 +354,17 @@ __device__ __forceinline__ void ragged_rows(const Params& p) {
       load(i, d);
 #pragma unroll
       for (int j = 0; j < V; ++j) d[j] -= st.shift;
-      Columns<K, 1, V> c;
-      if (all) {
-        c.load(p, 0, cols(i));
+      if constexpr (K::kHoldColumns) {
+        outputs<K, P, V>(out, p, st, d, held_cols, i);
       } else {
-        ragged_columns<K, V>(c, p, cols(i), cols.count(i));
+        Columns<K, 1, V> c;
+        if (all) {
+          c.load(p, 0, cols(i));
+        } else {
+          c.load_part_or_all(p, 0, cols(i), cols.count(i));
+        }
+        outputs<K, 1, V>(out, p, st, d, c, 0);
       }
-      outputs<K, 1, V>(out, p, st, d, c, 0);
     };
     // The largest |output| of this thread's columns inside the row.
     auto row_absmax = [&](const Stats& st) {
