@@ -210,8 +210,6 @@ __device__ __forceinline__ void ragged_rows(const Params& p) {
   // load the next row's chunks before this row's reductions where they fit beside it (16
   // words of x alone, as register_rows' kPrefetchRow)
   constexpr bool kImage = K::kRowImage;
-  static_assert(!kImage || (!kStaged && !kAdd && T >= 32 && R == 1), "an image: one row of whole warps, x alone");
-  static_assert(!K::kHoldColumns || kImage, "columns held beside an image");
   constexpr bool kAhead = !kImage && !kStaged && !kAdd && P * chunk_words<X, V>() <= 16;
   // vectors loaded at a time: one in staged rows with a fused add (within 64 registers; those
   // without copy their chunks into shared memory: stage_ragged); else all of them ahead, or four
