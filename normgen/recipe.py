@@ -281,7 +281,7 @@ def _ragged_recipe(spec: KernelSpec, op: Op) -> Recipe:
 
 # Static shared memory a ragged register row's image takes: two rows (this one and the next,
 # whose copies are in flight), a 16-byte slot per thread and vector, and one more per warp.
-def ragged_image_bytes(tile: Tile) -> int:
+def _ragged_image_bytes(tile: Tile) -> int:
     t = tile.threads_per_row
     return 2 * tile.repeat * (t + t // 32) * 16
 
@@ -294,7 +294,7 @@ def ragged_image_bytes(tile: Tile) -> int:
 # gamma held ran slower; docs/policy.md: ragged rows).
 def _ragged_row_image(spec: KernelSpec, tile: Tile) -> bool:
     return (not tile.stage_bytes and spec.fused_add == FusedAdd.NONE and tile.threads_per_row >= 32
-            and tile.rows_per_block == 1 and ragged_image_bytes(tile) <= 40960)
+            and tile.rows_per_block == 1 and _ragged_image_bytes(tile) <= 40960)
 
 
 # Ragged output loops take all of a thread's vectors at once, but staged rows with a fused add

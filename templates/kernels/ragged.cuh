@@ -88,7 +88,8 @@ template <typename T, int V> struct RaggedIn {
     w[0] = q.x; w[1] = q.y; w[2] = q.z; w[3] = q.w;
   }
   // The chunk at base + at into shared memory at `to`, as chunk() reads it: whole by
-  // cp.async (which the caller waits for), else through registers.
+  // cp.async (which the caller waits for), else through registers (for staged rows this
+  // measured faster than copy_chunk_async's partial copies: docs/perf-notes.md, ragged rows).
   __device__ __forceinline__ void copy_chunk(uint4* to, int at, bool live) const {
     if (live && at - s + V <= n) {
       asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(static_cast<unsigned>(__cvta_generic_to_shared(to))),
