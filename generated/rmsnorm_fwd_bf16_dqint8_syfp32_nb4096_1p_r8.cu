@@ -33,7 +33,7 @@ struct Traits {
   static constexpr int kColumnRegisters = 0;
   static constexpr int kColumnAhead = 0;
   static constexpr bool kFoldShift = false;
-  static constexpr bool kRowImage = true;
+  static constexpr int kRowImages = 2;
   static constexpr bool kHoldColumns = false;
 };
 }  // namespace

@@ -33,12 +33,12 @@ struct Traits {
   static constexpr int kColumnRegisters = 0;
   static constexpr int kColumnAhead = 0;
   static constexpr bool kFoldShift = false;
-  static constexpr bool kRowImage = false;
+  static constexpr int kRowImages = 0;
   static constexpr bool kHoldColumns = false;
 };
 }  // namespace
 
-extern "C" __global__ void __launch_bounds__(256, 2)
+extern "C" __global__ void __launch_bounds__(256, 3)
 __cluster_dims__(8, 1, 1)
 rmsnorm_fwd_bf16_sqfp8_nb131072_1p_r8(const normgen::Params p) {
   normgen::norm_fwd<Traits, false>(p);

@@ -223,7 +223,9 @@ class Recipe:
     column_registers: int
     column_ahead: int
     fold_shift: bool
-    row_image: bool  # ragged rows in registers load through a shared-memory image (ragged_rows.cuh)
+    # rows a ragged register row's shared-memory image holds (ragged_rows.cuh): 2, this row and the
+    # next in flight; 1, the next copied in once this one is read; 0, no image
+    row_images: int
     hold_columns: bool  # ... and hold the per-column vectors in registers across rows
 
     @property
@@ -258,43 +260,56 @@ def recipe(spec: KernelSpec) -> Recipe:
         column_registers=_column_registers(spec, op, tile, keep, step, blocks),
         column_ahead=_column_ahead(tile, fold),
         fold_shift=fold,
-        row_image=False,
+        row_images=0,
         hold_columns=False,
     )
 
 
 # Ragged rows take their bucket's plain tile (tiles.ONE_PASS_TILES) and none of the aligned
 # pipelines' knobs; staged blocks are built for 64 registers (realigning holds two chunks a
-# vector), or 128 with a fused prologue or quant, which spill at 64.
+# vector), or 128 with a fused prologue or quant, which spill at 64 -- but 80 for bf16 rows
+# without a smooth scale (fp16's conversions and the smooth scale spill at 80): three
+# 256-thread blocks an SM, where a fused add's residual, held whole in registers, took 104.
 def _ragged_recipe(spec: KernelSpec, op: Op) -> Recipe:
     tile = one_pass_tile(spec.x, spec.bucket, spec.vec)
     if tile.stage_bytes:
         fused = op.fused or spec.smooth is not None or spec.w != spec.x
-        tile = replace(tile, registers=128 if fused else 64)
-    image = _ragged_row_image(spec, tile)
+        tight = spec.x == DType.BF16 and spec.smooth is None
+        tile = replace(tile, registers=(80 if tight else 128) if fused else 64)
+    images = _ragged_row_images(spec, tile)
     return Recipe(tile=tile, op=op, whole_row_kernel=False, kernels=((spec.symbol, False),),
                   min_blocks_per_sm=tile.min_blocks_per_sm, pack_columns=False, keep_outputs=False,
                   row_cache=Cache.NORMAL, output_step=_ragged_output_step(spec, op, tile), column_prefetch=0,
-                  column_registers=0, column_ahead=0, fold_shift=False, row_image=image,
-                  hold_columns=image and not op.rmsnorm and op.light_columns)
+                  column_registers=0, column_ahead=0, fold_shift=False, row_images=images,
+                  hold_columns=images > 0 and _ragged_hold_columns(spec, op, tile))
 
 
-# Static shared memory a ragged register row's image takes: two rows (this one and the next,
-# whose copies are in flight), a 16-byte slot per thread and vector, and one more per warp.
-def _ragged_image_bytes(tile: Tile) -> int:
+# Static shared memory a ragged register row's image of one row takes: a 16-byte slot per
+# thread and vector, and one more per warp, for x and for a fused add's residual.
+def _ragged_image_bytes(spec: KernelSpec, tile: Tile) -> int:
     t = tile.threads_per_row
-    return 2 * tile.repeat * (t + t // 32) * 16
+    inputs = 1 + (spec.fused_add != FusedAdd.NONE)
+    return inputs * tile.repeat * (t + t // 32) * 16
 
 
-# Ragged rows in registers without a fused add copy their chunks into a shared-memory image
-# (cp.async) instead of holding the next row's in registers, where a block serves one row of
-# whole warps and the image fits in 40 KB of static shared memory (of the 48 a block may
-# declare). The registers it frees hold LayerNorm's gamma and beta across rows where they are
-# its only per-column vectors, in x's precision (with a smooth scale they spilled; RMSNorm's
-# gamma held ran slower; docs/policy.md: ragged rows).
-def _ragged_row_image(spec: KernelSpec, tile: Tile) -> bool:
-    return (not tile.stage_bytes and spec.fused_add == FusedAdd.NONE and tile.threads_per_row >= 32
-            and tile.rows_per_block == 1 and _ragged_image_bytes(tile) <= 40960)
+# Ragged rows in registers copy their chunks into a shared-memory image (cp.async) instead of
+# holding the next row's in registers, where a block serves one row of whole warps: of two
+# rows where they fit in 40 KB of static shared memory (of the 48 a block may declare), the
+# next row's copies in flight while this one is waited for; else of one, where it fits
+# (docs/policy.md: ragged rows).
+def _ragged_row_images(spec: KernelSpec, tile: Tile) -> int:
+    if tile.stage_bytes or tile.threads_per_row < 32 or tile.rows_per_block != 1:
+        return 0
+    return max((k for k in (2, 1) if k * _ragged_image_bytes(spec, tile) <= 40960), default=0)
+
+
+# LayerNorm rows loaded through an image hold gamma and beta in registers across rows where
+# they are its only per-column vectors, in x's precision, and take at most 32 words (fp32's
+# eight vectors a thread, 64 words, spilled; with a smooth scale they spilled; RMSNorm's gamma
+# held ran slower: docs/policy.md, ragged rows).
+def _ragged_hold_columns(spec: KernelSpec, op: Op, tile: Tile) -> bool:
+    words = 2 * tile.repeat * tile.vec * spec.w.itemsize // 4
+    return not op.rmsnorm and op.light_columns and words <= 32
 
 
 # Ragged output loops take all of a thread's vectors at once, but staged rows with a fused add
@@ -314,10 +329,11 @@ def _ragged_output_step(spec: KernelSpec, op: Op, tile: Tile) -> int:
 def ragged_first(call: KernelSpec, bucket: int) -> bool:
     """Whether a call (a spec of its semantics) whose rows are not 16-byte aligned takes
     ragged rows before narrower aligned vectors in a bucket: everywhere but unfused LayerNorm
-    held in registers without a row image, where one-element accesses measured faster
-    (docs/policy.md: ragged rows)."""
+    held in registers that does not hold its gamma and beta through a row image, where
+    one-element accesses measured faster (docs/policy.md: ragged rows)."""
     tile = one_pass_tile(call.x, bucket, call.x.vmax)
-    return not (_op(call).plain_ln and not tile.shared_bytes and not _ragged_row_image(call, tile))
+    held = _ragged_row_images(call, tile) > 0 and _ragged_hold_columns(call, _op(call), tile)
+    return not (_op(call).plain_ln and not tile.shared_bytes and not held)
 
 
 def _one_pass(spec: KernelSpec) -> bool:

@@ -186,17 +186,18 @@ def cases(default: Optional[list] = None) -> tuple[list[SanitizeCase], list[tupl
         if pool:
             spec = min(pool, key=lambda s: _preference(s, "ragged", e))
             out.append(SanitizeCase("ragged", e, spec, True, _note(spec)))
-    image = [s for s in default if pipeline_of(s) == "ragged" and recipe(s).row_image and epilogue_of(s) == "plain"]
-    if image:  # ragged rows in registers loaded through a shared-memory image (double-buffered)
-        spec = min(image, key=lambda s: _preference(s, "ragged", "plain"))
-        out.append(SanitizeCase("ragged", "plain", spec, True, _note(spec)))
+    for e, rows in (("plain", 2), ("fused add", 1)):  # ragged rows in registers through an image of `rows` rows
+        image = [s for s in default if pipeline_of(s) == "ragged" and recipe(s).row_images == rows and epilogue_of(s) == e]
+        if image:
+            spec = min(image, key=lambda s: _preference(s, "ragged", e))
+            out.append(SanitizeCase("ragged", e, spec, True, _note(spec)))
     return out, impossible
 
 
 def _note(spec: KernelSpec) -> str:
     t = recipe(spec).tile
     bits = [f"cluster of {t.cluster}"] if t.cluster > 1 else []
-    return ", ".join(bits + ["resident"] * bool(t.resident) + ["row image"] * recipe(spec).row_image)
+    return ", ".join(bits + ["resident"] * bool(t.resident) + [f"row image of {recipe(spec).row_images}"] * bool(recipe(spec).row_images))
 
 
 def n_values(spec: KernelSpec) -> list[int]:

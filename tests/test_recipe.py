@@ -48,7 +48,7 @@ def test_the_rendered_traits_are_the_recipe():
             "kRowCache": r.row_cache.cpp, "kOutputStep": str(r.output_step),
             "kColumnPrefetch": str(r.column_prefetch), "kColumnRegisters": str(r.column_registers),
             "kColumnAhead": str(r.column_ahead), "kFoldShift": _lower(r.fold_shift), "kRagged": _lower(spec.ragged),
-            "kRowImage": _lower(r.row_image), "kHoldColumns": _lower(r.hold_columns),
+            "kRowImages": str(r.row_images), "kHoldColumns": _lower(r.hold_columns),
         }, spec.name
         kernels = [(symbol, full == "true") for symbol, full in _KERNEL.findall(text)]
         assert kernels == list(r.kernels) and kernels[0] == (spec.symbol, False), spec.name
@@ -86,13 +86,20 @@ def test_tile_tables_hold_shapes():
 
 
 def test_ragged_rows_in_registers_load_through_a_row_image_where_it_fits():
-    # 16-bit rows of the 8192 bucket: the image; LayerNorm also holds gamma and beta, RMSNorm
-    # (and LayerNorm beside a smooth scale) does not; a fused add and fp32's eight vectors a
-    # thread (the image past 40 KB) take none
+    # 16-bit rows of the 8192 bucket: an image of two rows; LayerNorm also holds gamma and
+    # beta, RMSNorm (and LayerNorm beside a smooth scale) does not
     ln, rms = recipe(parse_name("layernorm_fwd_bf16_nb8192_1p_r8")), recipe(parse_name("rmsnorm_fwd_bf16_nb8192_1p_r8"))
-    assert ln.row_image and ln.hold_columns and rms.row_image and not rms.hold_columns
+    assert ln.row_images == 2 and ln.hold_columns and rms.row_images == 2 and not rms.hold_columns
     smooth = recipe(parse_name("layernorm_fwd_bf16_smfp32_dqint8_syfp32_nb8192_1p_r8"))
-    assert smooth.row_image and not smooth.hold_columns
+    assert smooth.row_images == 2 and not smooth.hold_columns
+    # of one row where two pass 40 KB: a fused add's two inputs, fp32's eight vectors a
+    # thread (whose 64 words of gamma and beta are not held), 16-bit rows of 16384
     for name in ("rmsnorm_fwd_bf16_add1_nb8192_1p_r8", "layernorm_fwd_fp32_nb8192_1p_r4",
-                 "layernorm_fwd_bf16_nb65536_1p_r8", "layernorm_fwd_bf16_nb8192_1p_v8"):
-        assert not recipe(parse_name(name)).row_image, name
+                 "rmsnorm_fwd_bf16_nb16384_1p_r8"):
+        assert recipe(parse_name(name)).row_images == 1, name
+    assert not recipe(parse_name("layernorm_fwd_fp32_nb8192_1p_r4")).hold_columns
+    assert recipe(parse_name("layernorm_fwd_bf16_nb16384_1p_r8")).hold_columns
+    # none where one row passes 40 KB, nor on staged or aligned rows
+    for name in ("rmsnorm_fwd_bf16_add1_nb16384_1p_r8", "layernorm_fwd_bf16_nb65536_1p_r8",
+                 "layernorm_fwd_bf16_nb8192_1p_v8"):
+        assert recipe(parse_name(name)).row_images == 0, name

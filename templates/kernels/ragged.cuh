@@ -109,6 +109,17 @@ template <typename T, int V> struct RaggedIn {
                  "l"(__cvta_generic_to_global(base + at)), "r"(inside)
                  : "memory");
   }
+  // A vector's columns from its chunk *a and the chunk after it *b (read only where the row
+  // does not start on a chunk: s != 0), both as copied into shared memory.
+  __device__ __forceinline__ void join(const uint4* a, const uint4* b, uint32_t (&w)[kWords]) const {
+    const uint4 qa = *a;
+    w[0] = qa.x; w[1] = qa.y; w[2] = qa.z; w[3] = qa.w;
+    if (s != 0) {
+      const uint4 qb = *b;
+      const uint32_t ab[2 * kWords] = {qa.x, qa.y, qa.z, qa.w, qb.x, qb.y, qb.z, qb.w};
+      window<T, V>(ab, s, w);
+    }
+  }
   // Columns col .. col + V - 1 (zeros past the row), read by this thread alone.
   __device__ __forceinline__ void vector(int col, bool live, uint32_t (&w)[kWords]) const {
     uint32_t ab[2 * kWords], a[kWords], b[kWords];

@@ -132,44 +132,62 @@ template <class K, int P, int V> struct RaggedRaw {
   }
 };
 
-// A staged row's h (x with the fused x-bias) put into `held` (staged rows without a fused
-// add): x's chunks copied into held's slots as they lie, the chunk after each warp's last
-// lane's into `edge` (cp.async: every copy in flight at once, in no registers); then each
-// lane reads its chunk and the next, and writes its vector back once its warp has read.
-template <class K, int P, int V, int W, class Cols>
-__device__ __forceinline__ void stage_ragged(RaggedHeld<K, P, V, true>& held, uint4 (&edge)[P][K::kThreadsPerRow / 32],
-                                             const RaggedIn<typename K::X, V>& xs, const Params& p, const Cols& cols,
-                                             int whole, int l, bool live) {
-  static_assert(W == 32 && K::kFusedAdd == 0, "warps of one row, x alone");
-  constexpr int kW = chunk_words<typename K::X, V>();
-  uint4* const after = &edge[0][threadIdx.x / 32];
+// A staged row's h put into `held`, and (K::kFusedAdd == 1) stored to res_out: x's chunks
+// copied into held's slots as they lie, the chunk after each warp's last lane's into
+// edge[0] (cp.async: every copy in flight at once, in no registers), the residual's chunks
+// loaded into registers meanwhile (the chunk after the last lane's into edge[1]); then each
+// lane joins its chunk and the next, fuses, and writes its vector back once its warp has read.
+template <class K, int P, int V, int W, int kIn, class Cols>
+__device__ __forceinline__ void stage_ragged(RaggedHeld<K, P, V, true>& held,
+                                             uint4 (&edge)[kIn][P][K::kThreadsPerRow / 32],
+                                             const RaggedIn<typename K::X, V>& xs, const RaggedIn<typename K::X, V>& rs,
+                                             const RaggedOut<typename K::X, V>& res_out, const Params& p,
+                                             const Cols& cols, int whole, int l, bool live) {
+  constexpr bool kAdd = K::kFusedAdd != 0;
+  static_assert(W == 32 && kIn == 1 + kAdd, "warps of one row; an edge for x and the residual");
+  constexpr int kW = chunk_words<typename K::X, V>(), E = K::kThreadsPerRow / 32;
+  const int warp = threadIdx.x / 32;
+  uint32_t r[kAdd ? P : 1][kW];
 #pragma unroll
   for (int i = 0; i < P; ++i) {
     if (i <= whole) {
       xs.copy_chunk(held.slot(i), cols(i), live);
-      if (l == W - 1 && xs.s != 0) xs.copy_chunk(after + i * (K::kThreadsPerRow / 32), cols(i) + V, live);
+      if (l == W - 1 && xs.s != 0) xs.copy_chunk(&edge[0][i][warp], cols(i) + V, live);
+      if constexpr (kAdd) {
+        if (i < whole) {
+          rs.template fetch<true>(cols(i), live, r[i]);
+        } else {
+          rs.template fetch<false>(cols(i), live, r[i]);
+        }
+        if (l == W - 1 && rs.s != 0) rs.copy_chunk(&edge[kIn - 1][i][warp], cols(i) + V, live);
+      }
     }
   }
   asm volatile("cp.async.wait_all;" ::: "memory");
   __syncwarp();
-#pragma unroll 1
-  for (int i = 0; i < P && i <= whole; ++i) {
-    const uint4 a = *held.slot(i);
-    uint32_t h[kW] = {a.x, a.y, a.z, a.w}, none[kW] = {};
-    if (xs.s != 0) {
-      const uint4 b = l == W - 1 ? after[i * (K::kThreadsPerRow / 32)] : *(held.slot(i) + 1);
-      const uint32_t ab[2 * kW] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
-      window<typename K::X, V>(ab, xs.s, h);
+  // (registers indexed at compile time: the loop unrolled where it reads the residual's)
+  each_vector<P, kAdd ? P : 1>([&](int i) {
+    if (i > whole) return;
+    uint32_t h[kW], rr[kW] = {};
+    xs.join(held.slot(i), l == W - 1 ? &edge[0][i][warp] : held.slot(i) + 1, h);
+    if constexpr (kAdd) {
+      uint32_t rb[kW] = {};
+      if (l == W - 1 && rs.s != 0) {
+        const uint4 q = edge[kIn - 1][i][warp];
+        rb[0] = q.x; rb[1] = q.y; rb[2] = q.z; rb[3] = q.w;
+      }
+      rs.template realign<W>(l, r[i], rb, rr);
     }
     __syncwarp();
-    ragged_fuse<K, V>(h, none, p, cols(i), cols.count(i));
+    ragged_fuse<K, V>(h, rr, p, cols(i), cols.count(i));
+    if constexpr (K::kFusedAdd == 1) res_out.template store_step<W>(i < whole, cols(i), l, live, h);
     held.put(i, h);
-  }
+  });
 }
 
-// A row's chunks copied as they lie into a shared-memory image (cp.async, one group a row):
-// slot t + t / 32 holds thread t's chunk, the slot after a warp's last lane's the chunk after
-// it, so that every lane's vector starts in its slot and ends in the next.
+// A row's chunks copied as they lie into a shared-memory image (cp.async, waited for with
+// the row's others): slot t + t / 32 holds thread t's chunk, the slot after a warp's last
+// lane's the chunk after it, so that every lane's vector starts in its slot and ends in the next.
 template <class K, int P, int V, int S2, class Cols>
 __device__ __forceinline__ void image_row(uint4 (&im)[P][S2], const RaggedIn<typename K::X, V>& xs, const Cols& cols,
                                           int whole, int l, bool live) {
@@ -181,7 +199,6 @@ __device__ __forceinline__ void image_row(uint4 (&im)[P][S2], const RaggedIn<typ
       if (l == 31 && xs.s != 0) xs.copy_chunk_async(&im[i][slot + 1], cols(i) + V, live);
     }
   }
-  asm volatile("cp.async.commit_group;" ::: "memory");
 }
 
 // Rows of any alignment and length on the one-pass tiles: a block serves R rows at a time
@@ -205,14 +222,16 @@ __device__ __forceinline__ void ragged_rows(const Params& p) {
   constexpr bool kLN = K::kNorm == Norm::LAYERNORM;
   constexpr bool kAdd = K::kFusedAdd != 0;
   constexpr bool kStaged = K::kStaged;
-  // rows in registers without a fused add load through a shared-memory image (K::kRowImage:
-  // the next row's copies in flight while this one is reduced, in no registers); the others
-  // load the next row's chunks before this row's reductions where they fit beside it (16
-  // words of x alone, as register_rows' kPrefetchRow)
-  constexpr bool kImage = K::kRowImage;
+  // rows in registers load through a shared-memory image of x (and of the residual) where
+  // the recipe says so (K::kRowImages: of one or two rows; the next row's copies in flight
+  // while this one is reduced, in no registers); the others load the next row's chunks
+  // before this row's reductions where they fit beside it (16 words of x alone, as
+  // register_rows' kPrefetchRow)
+  constexpr int kImages = K::kRowImages;
+  constexpr bool kImage = kImages > 0;
   constexpr bool kAhead = !kImage && !kStaged && !kAdd && P * chunk_words<X, V>() <= 16;
-  // vectors loaded at a time: one in staged rows with a fused add (within 64 registers; those
-  // without copy their chunks into shared memory: stage_ragged); else all of them ahead, or four
+  // vectors loaded at a time by rows in registers without an image: all of them ahead, or
+  // two with a fused add, four without (staged rows: stage_ragged)
   constexpr int kBatch = kStaged ? 1 : kAhead ? P : kAdd ? 2 : 4;
   constexpr int B = P < kBatch ? P : kBatch;
   constexpr int U = K::kOutputStep;  // output vectors at a time (Recipe.output_step)
@@ -221,8 +240,10 @@ __device__ __forceinline__ void ragged_rows(const Params& p) {
   constexpr int S = scratch_sets<K>();
   __shared__ ReduceScratch<T, R, 1> sh_max[S];
   __shared__ ReduceScratch<T, R, stat_values<K>()> sh_stats[S], sh_again[S];
-  __shared__ uint4 edge[kStaged && !kAdd ? P : 1][kStaged && !kAdd ? T / 32 : 1];  // (stage_ragged)
-  __shared__ uint4 img[kImage ? 2 : 1][kImage ? P : 1][kImage ? T + T / 32 : 1];
+  constexpr int kIn = 1 + kAdd;  // inputs moved as chunks: x, and the residual
+  __shared__ uint4 edge[kStaged ? kIn : 1][kStaged ? P : 1][kStaged ? T / 32 : 1];  // (stage_ragged)
+  __shared__ uint4 img[kImage ? kImages : 1][kImage ? kIn : 1][kImage ? P : 1][kImage ? T + T / 32 : 1];
+  int buf = 0;  // the image holding this row
   const int l = threadIdx.x % W;
   const int lane = Span::rank() * T + threadIdx.x % T;
   const int sub = threadIdx.x / T;
@@ -238,16 +259,23 @@ __device__ __forceinline__ void ragged_rows(const Params& p) {
   };
   i64 base = Span::group() * static_cast<i64>(R);
   RaggedRaw<K, B, V> raw;
-  int buf = 0;  // the image holding this row (kImage)
   Columns<K, K::kHoldColumns ? P : 1, V> held_cols;  // (K::kHoldColumns) the same for every row
   if constexpr (K::kHoldColumns) {
 #pragma unroll
     for (int i = 0; i < P; ++i)
       if (cols.inside(i)) held_cols.load_part_or_all(p, i, cols(i), cols.count(i));
   }
+  // a block's row copied into image b (x's, then the residual's), one cp.async group a row
+  auto image = [&](int b, i64 row) {
+    if constexpr (kImage) {
+      const i64 at = row < p.rows ? row : 0;
+      image_row<K, P, V>(img[b][0], x_of(at), cols, whole, l, row < p.rows);
+      if constexpr (kAdd) image_row<K, P, V>(img[b][kIn - 1], r_of(at), cols, whole, l, row < p.rows);
+      asm volatile("cp.async.commit_group;" ::: "memory");
+    }
+  };
   if constexpr (kImage) {
-    const i64 at = base + sub < p.rows ? base + sub : 0;
-    if (base < p.rows) image_row<K, P, V>(img[0], x_of(at), cols, whole, l, base + sub < p.rows);
+    if (base < p.rows) image(0, base + sub);
   }
   if constexpr (kAhead) {
     const i64 at = base + sub < p.rows ? base + sub : 0;
@@ -279,42 +307,42 @@ __device__ __forceinline__ void ragged_rows(const Params& p) {
         }
       }
     };
-    if constexpr (kStaged && !kAdd) {
-      stage_ragged<K, P, V, W>(held, edge, xs, p, cols, whole, l, live);
-    } else if constexpr (kStaged) {
-#pragma unroll 1
-      for (int i0 = 0; i0 < P && i0 <= whole; i0 += B) {
-        raw.template fetch<W>(xs, rs, cols, i0, whole, l, live);
-        take(i0);
-      }
+    if constexpr (kStaged) {
+      stage_ragged<K, P, V, W>(held, edge, xs, rs, res_out, p, cols, whole, l, live);
     } else if constexpr (kImage) {
-      // the next row's copies go into the other image (read by its lanes two rows ago: the
-      // reductions' barriers since order them); this row's, one group older, are waited for
-      const i64 next = base + stride + sub;
-      if (base + stride < p.rows) {
-        image_row<K, P, V>(img[buf ^ 1], x_of(next < p.rows ? next : 0), cols, whole, l, next < p.rows);
-      } else {
-        asm volatile("cp.async.commit_group;" ::: "memory");
+      // two images: the next row's copies go into the other (read by its lanes two rows
+      // ago: the reductions' barriers since order them), and this row's, one group older,
+      // are waited for; one: this row's are waited for and read, and the next row's then go
+      // into the same slots, each warp's own (its lanes' reads ordered before them by
+      // __syncwarp)
+      const bool more = base + stride < p.rows;
+      if constexpr (kImages == 2) {
+        if (more) {
+          image(buf ^ 1, base + stride + sub);
+        } else {
+          asm volatile("cp.async.commit_group;" ::: "memory");
+        }
       }
-      asm volatile("cp.async.wait_group 1;" ::: "memory");
+      asm volatile("cp.async.wait_group %0;" ::"n"(kImages - 1) : "memory");
       __syncwarp();
       const int slot = threadIdx.x + threadIdx.x / 32;
+      const auto& im = img[buf];
 #pragma unroll
       for (int i = 0; i < P; ++i) {
         if (i <= whole) {
-          const uint4 a = img[buf][i][slot];
-          uint32_t h[kXW] = {a.x, a.y, a.z, a.w}, none[kXW] = {};
-          if (xs.s != 0) {
-            const uint4 b = img[buf][i][slot + 1];
-            const uint32_t ab[2 * kXW] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
-            window<X, V>(ab, xs.s, h);
-          }
-          ragged_fuse<K, V>(h, none, p, cols(i), cols.count(i));
+          uint32_t h[kXW], r[kXW] = {};
+          xs.join(&im[0][i][slot], &im[0][i][slot + 1], h);
+          if constexpr (kAdd) rs.join(&im[kIn - 1][i][slot], &im[kIn - 1][i][slot + 1], r);
+          ragged_fuse<K, V>(h, r, p, cols(i), cols.count(i));
+          if constexpr (K::kFusedAdd == 1) res_out.template store_step<W>(i < whole, cols(i), l, live, h);
           held.put(i, h);
         }
       }
       __syncwarp();
-      buf ^= 1;
+      if constexpr (kImages == 1) {
+        if (more) image(0, base + stride + sub);
+      }
+      buf ^= kImages - 1;
     } else if constexpr (!kAhead) {
 #pragma unroll
       for (int i0 = 0; i0 < P; i0 += B) {
