@@ -281,7 +281,7 @@ def _ragged_recipe(spec: KernelSpec, op: Op) -> Recipe:
                   min_blocks_per_sm=tile.min_blocks_per_sm, pack_columns=False, keep_outputs=False,
                   row_cache=Cache.NORMAL, output_step=_ragged_output_step(spec, op, tile), column_prefetch=0,
                   column_registers=0, column_ahead=0, fold_shift=False, row_images=images,
-                  hold_columns=images > 0 and _ragged_hold_columns(spec, op, tile))
+                  hold_columns=_ragged_hold_columns(spec, op, tile))
 
 
 # Static shared memory a ragged register row's image of one row takes: a 16-byte slot per
@@ -309,7 +309,7 @@ def _ragged_row_images(spec: KernelSpec, tile: Tile) -> int:
 # held ran slower: docs/policy.md, ragged rows).
 def _ragged_hold_columns(spec: KernelSpec, op: Op, tile: Tile) -> bool:
     words = 2 * tile.repeat * tile.vec * spec.w.itemsize // 4
-    return not op.rmsnorm and op.light_columns and words <= 32
+    return _ragged_row_images(spec, tile) > 0 and not op.rmsnorm and op.light_columns and words <= 32
 
 
 # Ragged output loops take all of a thread's vectors at once, but staged rows with a fused add
@@ -332,8 +332,8 @@ def ragged_first(call: KernelSpec, bucket: int) -> bool:
     held in registers that does not hold its gamma and beta through a row image, where
     one-element accesses measured faster (docs/policy.md: ragged rows)."""
     tile = one_pass_tile(call.x, bucket, call.x.vmax)
-    held = _ragged_row_images(call, tile) > 0 and _ragged_hold_columns(call, _op(call), tile)
-    return not (_op(call).plain_ln and not tile.shared_bytes and not held)
+    op = _op(call)
+    return not (op.plain_ln and not tile.shared_bytes and not _ragged_hold_columns(call, op, tile))
 
 
 def _one_pass(spec: KernelSpec) -> bool:

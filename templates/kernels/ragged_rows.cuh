@@ -145,7 +145,7 @@ __device__ __forceinline__ void stage_ragged(RaggedHeld<K, P, V, true>& held,
                                              const Cols& cols, int whole, int l, bool live) {
   constexpr bool kAdd = K::kFusedAdd != 0;
   static_assert(W == 32 && kIn == 1 + kAdd, "warps of one row; an edge for x and the residual");
-  constexpr int kW = chunk_words<typename K::X, V>(), E = K::kThreadsPerRow / 32;
+  constexpr int kW = chunk_words<typename K::X, V>();
   const int warp = threadIdx.x / 32;
   uint32_t r[kAdd ? P : 1][kW];
 #pragma unroll
