@@ -227,6 +227,7 @@ class Recipe:
     # next in flight; 1, the next copied in once this one is read; 0, no image
     row_images: int
     hold_columns: bool  # ... and hold the per-column vectors in registers across rows
+    residual_batch: int  # staged ragged rows with a fused add: the residual's vectors loaded at a time (else 1)
 
     @property
     def full_symbol(self) -> Optional[str]:
@@ -262,6 +263,7 @@ def recipe(spec: KernelSpec) -> Recipe:
         fold_shift=fold,
         row_images=0,
         hold_columns=False,
+        residual_batch=1,
     )
 
 
@@ -272,16 +274,20 @@ def recipe(spec: KernelSpec) -> Recipe:
 # 256-thread blocks an SM, where a fused add's residual, held whole in registers, took 104.
 def _ragged_recipe(spec: KernelSpec, op: Op) -> Recipe:
     tile = one_pass_tile(spec.x, spec.bucket, spec.vec)
+    add = spec.fused_add != FusedAdd.NONE
+    # (experiment) a fused add's residual a vector at a time in two 512-thread blocks an SM
+    two = bool(tile.stage_bytes) and add and tile.block_threads == 512
     if tile.stage_bytes:
         fused = op.fused or spec.smooth is not None or spec.w != spec.x
         tight = spec.x == DType.BF16 and spec.smooth is None
-        tile = replace(tile, registers=(80 if tight else 128) if fused else 64)
+        tile = replace(tile, registers=64 if two else (80 if tight else 128) if fused else 64)
     images = _ragged_row_images(spec, tile)
     return Recipe(tile=tile, op=op, whole_row_kernel=False, kernels=((spec.symbol, False),),
                   min_blocks_per_sm=tile.min_blocks_per_sm, pack_columns=False, keep_outputs=False,
                   row_cache=Cache.NORMAL, output_step=_ragged_output_step(spec, op, tile), column_prefetch=0,
                   column_registers=0, column_ahead=0, fold_shift=False, row_images=images,
-                  hold_columns=images > 0 and _ragged_hold_columns(spec, op, tile))
+                  hold_columns=images > 0 and _ragged_hold_columns(spec, op, tile),
+                  residual_batch=1 if two or not (tile.stage_bytes and add) else tile.repeat)
 
 
 # Static shared memory a ragged register row's image of one row takes: a 16-byte slot per
