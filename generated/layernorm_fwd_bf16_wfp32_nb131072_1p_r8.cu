@@ -39,7 +39,7 @@ struct Traits {
 };
 }  // namespace
 
-extern "C" __global__ void __launch_bounds__(256, 3)
+extern "C" __global__ void __launch_bounds__(256, 4)
 __cluster_dims__(8, 1, 1)
 layernorm_fwd_bf16_wfp32_nb131072_1p_r8(const normgen::Params p) {
   normgen::norm_fwd<Traits, false>(p);
