@@ -268,28 +268,34 @@ def recipe(spec: KernelSpec) -> Recipe:
 
 
 # Ragged rows take their bucket's plain tile (tiles.ONE_PASS_TILES) and none of the aligned
-# pipelines' knobs; staged blocks are built for 64 registers (realigning holds two chunks a
-# vector), or 128 with a fused prologue or quant, which spill at 64 -- but 80 for bf16 rows
-# without a smooth scale (fp16's conversions and the smooth scale spill at 80): three
-# 256-thread blocks an SM, where a fused add's residual, held whole in registers, took 104.
+# pipelines' knobs; staged blocks the register budget of _ragged_staged_registers, a fused
+# add's residual loaded a vector a round where that budget is 64, else all at once.
 def _ragged_recipe(spec: KernelSpec, op: Op) -> Recipe:
     tile = one_pass_tile(spec.x, spec.bucket, spec.vec)
     add = spec.fused_add != FusedAdd.NONE
-    # (experiment) a fused add's residual a vector at a time in two 512-thread blocks an SM;
-    # rows without a fused add at 64 registers whatever else they fuse (x comes by cp.async),
-    # but fp16 with a dynamic quant (spilled 28-92 bytes at 64 on sm_90)
-    two = bool(tile.stage_bytes) and add and tile.block_threads == 512
     if tile.stage_bytes:
-        tight = spec.x == DType.BF16 and spec.smooth is None
-        heavy = (add and not two) or (spec.x == DType.FP16 and spec.quant == Quant.DYNAMIC)
-        tile = replace(tile, registers=(80 if tight else 128) if heavy else 64)
+        tile = replace(tile, registers=_ragged_staged_registers(spec, op, tile))
+    one_by_one = bool(tile.stage_bytes) and add and tile.registers == 64
     images = _ragged_row_images(spec, tile)
     return Recipe(tile=tile, op=op, whole_row_kernel=False, kernels=((spec.symbol, False),),
                   min_blocks_per_sm=tile.min_blocks_per_sm, pack_columns=False, keep_outputs=False,
                   row_cache=Cache.NORMAL, output_step=_ragged_output_step(spec, op, tile), column_prefetch=0,
                   column_registers=0, column_ahead=0, fold_shift=False, row_images=images,
                   hold_columns=images > 0 and _ragged_hold_columns(spec, op, tile),
-                  residual_batch=1 if two or not (tile.stage_bytes and add) else tile.repeat)
+                  residual_batch=tile.repeat if tile.stage_bytes and add and not one_by_one else 1)
+
+
+# (experiment) Staged ragged rows are built for 64 registers -- two 512-thread blocks an SM,
+# four of 256 -- with a fused add's residual loaded a vector a round, except where 64
+# spilled (NVRTC 13.5), which keep 80 (bf16 without a smooth scale) or 128: LayerNorm alone
+# in one block with a fused add (the shift's values beside the residual, sm_90) or a dynamic
+# quant (sm_80), and fp16 with a dynamic quant and no add.
+def _ragged_staged_registers(spec: KernelSpec, op: Op, tile: Tile) -> int:
+    add, dynamic = spec.fused_add != FusedAdd.NONE, spec.quant == Quant.DYNAMIC
+    lone_ln = not op.rmsnorm and tile.cluster == 1 and ((add and spec.quant == Quant.NONE) or (dynamic and not add))
+    if not (lone_ln or (spec.x == DType.FP16 and dynamic and not add)):
+        return 64
+    return 80 if spec.x == DType.BF16 and spec.smooth is None else 128
 
 
 # Static shared memory a ragged register row's image of one row takes: a 16-byte slot per

@@ -149,27 +149,34 @@ __device__ __forceinline__ void stage_ragged(RaggedHeld<K, P, V, true>& held,
   static_assert(P % RB == 0 && (kAdd || RB == 1), "the residual's vectors in whole rounds");
   constexpr int kW = chunk_words<typename K::X, V>();
   const int warp = threadIdx.x / 32;
+  uint32_t r[RB][kW];  // the residual's vectors of a round
+  auto fetch = [&](int i, int b) {  // the residual's vector i into r[b]
+    if (i < whole) {
+      rs.template fetch<true>(cols(i), live, r[b]);
+    } else if (i == whole) {
+      rs.template fetch<false>(cols(i), live, r[b]);
+    }
+    if (i <= whole && l == W - 1 && rs.s != 0) rs.copy_chunk(&edge[kIn - 1][i][warp], cols(i) + V, live);
+  };
+  // x's chunks, and the first round's residual vectors beside them
 #pragma unroll
   for (int i = 0; i < P; ++i) {
     if (i <= whole) {
       xs.copy_chunk(held.slot(i), cols(i), live);
       if (l == W - 1 && xs.s != 0) xs.copy_chunk(&edge[0][i][warp], cols(i) + V, live);
     }
-  }
-  // (without a fused add, one vector a round: a loop, not P copies of its body)
-#pragma unroll 1
-  for (int i0 = 0; i0 < P && i0 <= whole; i0 += kAdd ? RB : P) {
-    uint32_t r[RB][kW];
     if constexpr (kAdd) {
+      if (i < RB) fetch(i, i);
+    }
+  }
+  // a round: the residual's vectors i0 .. i0 + RB - 1 (loaded here after the first round),
+  // joined with x's, fused and put (without a fused add, all of x's vectors: a loop, not P
+  // copies of its body)
+  auto round = [&](int i0) {
+    if constexpr (kAdd) {
+      if (i0 > 0) {
 #pragma unroll
-      for (int b = 0; b < RB; ++b) {
-        const int i = i0 + b;
-        if (i < whole) {
-          rs.template fetch<true>(cols(i), live, r[b]);
-        } else if (i == whole) {
-          rs.template fetch<false>(cols(i), live, r[b]);
-        }
-        if (i <= whole && l == W - 1 && rs.s != 0) rs.copy_chunk(&edge[kIn - 1][i][warp], cols(i) + V, live);
+        for (int b = 0; b < RB; ++b) fetch(i0 + b, b);
       }
     }
     asm volatile("cp.async.wait_all;" ::: "memory");
@@ -193,6 +200,12 @@ __device__ __forceinline__ void stage_ragged(RaggedHeld<K, P, V, true>& held,
       if constexpr (K::kFusedAdd == 1) res_out.template store_step<W>(i < whole, cols(i), l, live, h);
       held.put(i, h);
     });
+  };
+  if constexpr (kAdd && RB < P) {
+#pragma unroll 1
+    for (int i0 = 0; i0 < P && i0 <= whole; i0 += RB) round(i0);
+  } else {
+    round(0);
   }
 }
 
