@@ -35,6 +35,7 @@ struct Traits {
   static constexpr bool kFoldShift = false;
   static constexpr int kRowImages = 2;
   static constexpr bool kHoldColumns = true;
+  static constexpr int kResidualBatch = 1;
 };
 }  // namespace
 

@@ -35,10 +35,11 @@ struct Traits {
   static constexpr bool kFoldShift = false;
   static constexpr int kRowImages = 0;
   static constexpr bool kHoldColumns = false;
+  static constexpr int kResidualBatch = 1;
 };
 }  // namespace
 
-extern "C" __global__ void __launch_bounds__(512, 1)
+extern "C" __global__ void __launch_bounds__(512, 2)
 __cluster_dims__(2, 1, 1)
 layernorm_fwd_fp16_add1_dqfp8_syfp32_nb65536_1p_r8(const normgen::Params p) {
   normgen::norm_fwd<Traits, false>(p);

@@ -227,6 +227,7 @@ class Recipe:
     # next in flight; 1, the next copied in once this one is read; 0, no image
     row_images: int
     hold_columns: bool  # ... and hold the per-column vectors in registers across rows
+    residual_batch: int  # staged ragged rows with a fused add: the residual's vectors loaded at a time (else 1)
 
     @property
     def full_symbol(self) -> Optional[str]:
@@ -262,26 +263,39 @@ def recipe(spec: KernelSpec) -> Recipe:
         fold_shift=fold,
         row_images=0,
         hold_columns=False,
+        residual_batch=1,
     )
 
 
 # Ragged rows take their bucket's plain tile (tiles.ONE_PASS_TILES) and none of the aligned
-# pipelines' knobs; staged blocks are built for 64 registers (realigning holds two chunks a
-# vector), or 128 with a fused prologue or quant, which spill at 64 -- but 80 for bf16 rows
-# without a smooth scale (fp16's conversions and the smooth scale spill at 80): three
-# 256-thread blocks an SM, where a fused add's residual, held whole in registers, took 104.
+# pipelines' knobs; staged blocks the register budget of _ragged_staged_registers, a fused
+# add's residual loaded a vector a round where that budget is 64, else all at once.
 def _ragged_recipe(spec: KernelSpec, op: Op) -> Recipe:
     tile = one_pass_tile(spec.x, spec.bucket, spec.vec)
+    add = spec.fused_add != FusedAdd.NONE
     if tile.stage_bytes:
-        fused = op.fused or spec.smooth is not None or spec.w != spec.x
-        tight = spec.x == DType.BF16 and spec.smooth is None
-        tile = replace(tile, registers=(80 if tight else 128) if fused else 64)
+        tile = replace(tile, registers=_ragged_staged_registers(spec, op, tile))
+    one_by_one = bool(tile.stage_bytes) and add and tile.registers == 64
     images = _ragged_row_images(spec, tile)
     return Recipe(tile=tile, op=op, whole_row_kernel=False, kernels=((spec.symbol, False),),
                   min_blocks_per_sm=tile.min_blocks_per_sm, pack_columns=False, keep_outputs=False,
                   row_cache=Cache.NORMAL, output_step=_ragged_output_step(spec, op, tile), column_prefetch=0,
                   column_registers=0, column_ahead=0, fold_shift=False, row_images=images,
-                  hold_columns=_ragged_hold_columns(spec, op, tile))
+                  hold_columns=_ragged_hold_columns(spec, op, tile),
+                  residual_batch=tile.repeat if tile.stage_bytes and add and not one_by_one else 1)
+
+
+# Staged ragged rows are built for 64 registers -- two 512-thread blocks an SM,
+# four of 256 -- with a fused add's residual loaded a vector a round, except where 64
+# spilled (NVRTC 13.5), which keep 80 (bf16 without a smooth scale) or 128: LayerNorm alone
+# in one block with a fused add (the shift's values beside the residual, sm_90) or a dynamic
+# quant (sm_80), and fp16 with a dynamic quant and no add.
+def _ragged_staged_registers(spec: KernelSpec, op: Op, tile: Tile) -> int:
+    add, dynamic = spec.fused_add != FusedAdd.NONE, spec.quant == Quant.DYNAMIC
+    lone_ln = not op.rmsnorm and tile.cluster == 1 and ((add and spec.quant == Quant.NONE) or (dynamic and not add))
+    if not (lone_ln or (spec.x == DType.FP16 and dynamic and not add)):
+        return 64
+    return 80 if spec.x == DType.BF16 and spec.smooth is None else 128
 
 
 # Static shared memory a ragged register row's image of one row takes: a 16-byte slot per

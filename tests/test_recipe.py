@@ -49,6 +49,7 @@ def test_the_rendered_traits_are_the_recipe():
             "kColumnPrefetch": str(r.column_prefetch), "kColumnRegisters": str(r.column_registers),
             "kColumnAhead": str(r.column_ahead), "kFoldShift": _lower(r.fold_shift), "kRagged": _lower(spec.ragged),
             "kRowImages": str(r.row_images), "kHoldColumns": _lower(r.hold_columns),
+            "kResidualBatch": str(r.residual_batch),
         }, spec.name
         kernels = [(symbol, full == "true") for symbol, full in _KERNEL.findall(text)]
         assert kernels == list(r.kernels) and kernels[0] == (spec.symbol, False), spec.name

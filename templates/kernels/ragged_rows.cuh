@@ -135,9 +135,10 @@ template <class K, int P, int V> struct RaggedRaw {
 // A staged row's h put into `held`, and (K::kFusedAdd == 1) stored to res_out: x's chunks
 // copied into held's slots as they lie, the chunk after each warp's last lane's into
 // edge[0] (cp.async: every copy in flight at once, in no registers), the residual's chunks
-// loaded into registers meanwhile (the chunk after the last lane's into edge[1]); then each
-// lane joins its chunk and the next, fuses, and writes its vector back once its warp has read.
-template <class K, int P, int V, int W, int kIn, class Cols>
+// loaded into registers meanwhile, RB vectors a round (the chunk after the last lane's into
+// edge[1]); then each lane joins its chunk and the next, fuses, and writes its vector back
+// once its warp has read.
+template <class K, int P, int V, int W, int RB, int kIn, class Cols>
 __device__ __forceinline__ void stage_ragged(RaggedHeld<K, P, V, true>& held,
                                              uint4 (&edge)[kIn][P][K::kThreadsPerRow / 32],
                                              const RaggedIn<typename K::X, V>& xs, const RaggedIn<typename K::X, V>& rs,
@@ -145,44 +146,67 @@ __device__ __forceinline__ void stage_ragged(RaggedHeld<K, P, V, true>& held,
                                              const Cols& cols, int whole, int l, bool live) {
   constexpr bool kAdd = K::kFusedAdd != 0;
   static_assert(W == 32 && kIn == 1 + kAdd, "warps of one row; an edge for x and the residual");
+  static_assert(P % RB == 0 && (kAdd || RB == 1), "the residual's vectors in whole rounds");
   constexpr int kW = chunk_words<typename K::X, V>();
   const int warp = threadIdx.x / 32;
-  uint32_t r[kAdd ? P : 1][kW];
+  uint32_t r[RB][kW];  // the residual's vectors of a round
+  auto fetch = [&](int i, int b) {  // the residual's vector i into r[b]
+    if (i < whole) {
+      rs.template fetch<true>(cols(i), live, r[b]);
+    } else if (i == whole) {
+      rs.template fetch<false>(cols(i), live, r[b]);
+    }
+    if (i <= whole && l == W - 1 && rs.s != 0) rs.copy_chunk(&edge[kIn - 1][i][warp], cols(i) + V, live);
+  };
+  // x's chunks, and the first round's residual vectors beside them
 #pragma unroll
   for (int i = 0; i < P; ++i) {
     if (i <= whole) {
       xs.copy_chunk(held.slot(i), cols(i), live);
       if (l == W - 1 && xs.s != 0) xs.copy_chunk(&edge[0][i][warp], cols(i) + V, live);
-      if constexpr (kAdd) {
-        if (i < whole) {
-          rs.template fetch<true>(cols(i), live, r[i]);
-        } else {
-          rs.template fetch<false>(cols(i), live, r[i]);
-        }
-        if (l == W - 1 && rs.s != 0) rs.copy_chunk(&edge[kIn - 1][i][warp], cols(i) + V, live);
-      }
+    }
+    if constexpr (kAdd) {
+      if (i < RB) fetch(i, i);
     }
   }
-  asm volatile("cp.async.wait_all;" ::: "memory");
-  __syncwarp();
-  // (registers indexed at compile time: the loop unrolled where it reads the residual's)
-  each_vector<P, kAdd ? P : 1>([&](int i) {
-    if (i > whole) return;
-    uint32_t h[kW], rr[kW] = {};
-    xs.join(held.slot(i), l == W - 1 ? &edge[0][i][warp] : held.slot(i) + 1, h);
+  // a round: the residual's vectors i0 .. i0 + RB - 1 (loaded here after the first round),
+  // joined with x's, fused and put (without a fused add, all of x's vectors: a loop, not P
+  // copies of its body)
+  auto round = [&](int i0) {
     if constexpr (kAdd) {
-      uint32_t rb[kW] = {};
-      if (l == W - 1 && rs.s != 0) {
-        const uint4 q = edge[kIn - 1][i][warp];
-        rb[0] = q.x; rb[1] = q.y; rb[2] = q.z; rb[3] = q.w;
+      if (i0 > 0) {
+#pragma unroll
+        for (int b = 0; b < RB; ++b) fetch(i0 + b, b);
       }
-      rs.template realign<W>(l, r[i], rb, rr);
     }
+    asm volatile("cp.async.wait_all;" ::: "memory");
     __syncwarp();
-    ragged_fuse<K, V>(h, rr, p, cols(i), cols.count(i));
-    if constexpr (K::kFusedAdd == 1) res_out.template store_step<W>(i < whole, cols(i), l, live, h);
-    held.put(i, h);
-  });
+    // (registers indexed at compile time: unrolled where it reads the residual's)
+    each_vector<kAdd ? RB : P, kAdd ? RB : 1>([&](int b) {
+      const int i = i0 + b;
+      if (i > whole) return;
+      uint32_t h[kW], rr[kW] = {};
+      xs.join(held.slot(i), l == W - 1 ? &edge[0][i][warp] : held.slot(i) + 1, h);
+      if constexpr (kAdd) {
+        uint32_t rb[kW] = {};
+        if (l == W - 1 && rs.s != 0) {
+          const uint4 q = edge[kIn - 1][i][warp];
+          rb[0] = q.x; rb[1] = q.y; rb[2] = q.z; rb[3] = q.w;
+        }
+        rs.template realign<W>(l, r[b], rb, rr);
+      }
+      __syncwarp();
+      ragged_fuse<K, V>(h, rr, p, cols(i), cols.count(i));
+      if constexpr (K::kFusedAdd == 1) res_out.template store_step<W>(i < whole, cols(i), l, live, h);
+      held.put(i, h);
+    });
+  };
+  if constexpr (kAdd && RB < P) {
+#pragma unroll 1
+    for (int i0 = 0; i0 < P && i0 <= whole; i0 += RB) round(i0);
+  } else {
+    round(0);
+  }
 }
 
 // A row's chunks copied as they lie into a shared-memory image (cp.async, waited for with
@@ -308,7 +332,7 @@ __device__ __forceinline__ void ragged_rows(const Params& p) {
       }
     };
     if constexpr (kStaged) {
-      stage_ragged<K, P, V, W>(held, edge, xs, rs, res_out, p, cols, whole, l, live);
+      stage_ragged<K, P, V, W, K::kResidualBatch>(held, edge, xs, rs, res_out, p, cols, whole, l, live);
     } else if constexpr (kImage) {
       // two images: the next row's copies go into the other (read by its lanes two rows
       // ago: the reductions' barriers since order them), and this row's, one group older,
