@@ -35,7 +35,7 @@ struct Traits {
   static constexpr bool kFoldShift = false;
   static constexpr int kRowImages = 0;
   static constexpr bool kHoldColumns = false;
-  static constexpr int kResidualBatch = 1;
+  static constexpr int kResidualBatch = 2;
 };
 }  // namespace
 

@@ -268,25 +268,35 @@ def recipe(spec: KernelSpec) -> Recipe:
 
 
 # Ragged rows take their bucket's plain tile (tiles.ONE_PASS_TILES) and none of the aligned
-# pipelines' knobs; staged blocks the register budget of _ragged_staged_registers, a fused
-# add's residual loaded a vector a round where that budget is 64, else all at once.
+# pipelines' knobs; staged blocks the register budget of _ragged_staged_registers.
 def _ragged_recipe(spec: KernelSpec, op: Op) -> Recipe:
     tile = one_pass_tile(spec.x, spec.bucket, spec.vec)
-    add = spec.fused_add != FusedAdd.NONE
     if tile.stage_bytes:
         tile = replace(tile, registers=_ragged_staged_registers(spec, op, tile))
-    one_by_one = bool(tile.stage_bytes) and add and tile.registers == 64
     images = _ragged_row_images(spec, tile)
     return Recipe(tile=tile, op=op, whole_row_kernel=False, kernels=((spec.symbol, False),),
                   min_blocks_per_sm=tile.min_blocks_per_sm, pack_columns=False, keep_outputs=False,
                   row_cache=Cache.NORMAL, output_step=_ragged_output_step(spec, op, tile), column_prefetch=0,
                   column_registers=0, column_ahead=0, fold_shift=False, row_images=images,
                   hold_columns=_ragged_hold_columns(spec, op, tile),
-                  residual_batch=tile.repeat if tile.stage_bytes and add and not one_by_one else 1)
+                  residual_batch=_ragged_residual_batch(spec, op, tile))
+
+
+# A staged fused add's residual vectors loaded a round: all at once at 80-128 registers; at
+# 64, two where they fit, else one. Two spilled (NVRTC 13.5) in RMSNorm over clusters (8
+# bytes on sm_90) and in LayerNorm alone in one block with a dynamic quant (4-12 on sm_80).
+def _ragged_residual_batch(spec: KernelSpec, op: Op, tile: Tile) -> int:
+    if not tile.stage_bytes or spec.fused_add == FusedAdd.NONE:
+        return 1
+    if tile.registers > 64:
+        return tile.repeat
+    if op.rmsnorm:
+        return 1 if tile.cluster > 1 else 2
+    return 1 if tile.cluster == 1 and spec.quant == Quant.DYNAMIC else 2
 
 
 # Staged ragged rows are built for 64 registers -- two 512-thread blocks an SM,
-# four of 256 -- with a fused add's residual loaded a vector a round, except where 64
+# four of 256 -- with a fused add's residual loaded a few vectors a round, except where 64
 # spilled (NVRTC 13.5), which keep 80 (bf16 without a smooth scale) or 128: LayerNorm alone
 # in one block with a fused add (the shift's values beside the residual, sm_90) or a dynamic
 # quant (sm_80), and fp16 with a dynamic quant and no add.

@@ -104,3 +104,22 @@ def test_ragged_rows_in_registers_load_through_a_row_image_where_it_fits():
     for name in ("rmsnorm_fwd_bf16_add1_nb16384_1p_r8", "layernorm_fwd_bf16_nb65536_1p_r8",
                  "layernorm_fwd_bf16_nb8192_1p_v8"):
         assert recipe(parse_name(name)).row_images == 0, name
+
+def test_staged_ragged_fused_adds_load_their_residual_in_rounds_their_budget_holds():
+    def built(name):
+        r = recipe(parse_name(name))
+        return r.tile.registers, r.residual_batch
+
+    # 64 registers: two vectors a round, one for RMSNorm over clusters (two spilled there)
+    assert built("layernorm_fwd_bf16_add1_nb65536_1p_r8") == (64, 2)
+    assert built("rmsnorm_fwd_bf16_add1_nb32768_1p_r8") == (64, 2)
+    assert built("rmsnorm_fwd_bf16_add1_nb65536_1p_r8") == (64, 1)
+    # LayerNorm alone in one block with a fused add keeps 80 (bf16) or 128 registers, and
+    # its whole residual at once
+    assert built("layernorm_fwd_bf16_add1_nb32768_1p_r8") == (80, 8)
+    assert built("layernorm_fwd_fp16_add1_nb32768_1p_r8") == (128, 8)
+    # without a fused add there is no residual to batch
+    assert built("rmsnorm_fwd_bf16_nb65536_1p_r8") == (64, 1)
+    # and LayerNorm alone in one block with a dynamic quant (two spilled on sm_80)
+    assert built("layernorm_fwd_bf16_add1_dqint8_syfp32_nb32768_1p_r8") == (64, 1)
+    assert built("layernorm_fwd_bf16_add1_dqint8_syfp32_nb65536_1p_r8") == (64, 2)
