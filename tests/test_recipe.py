@@ -123,3 +123,14 @@ def test_staged_ragged_fused_adds_load_their_residual_in_rounds_their_budget_hol
     # and LayerNorm alone in one block with a dynamic quant (two spilled on sm_80)
     assert built("layernorm_fwd_bf16_add1_dqint8_syfp32_nb32768_1p_r8") == (64, 1)
     assert built("layernorm_fwd_bf16_add1_dqint8_syfp32_nb65536_1p_r8") == (64, 2)
+
+
+def test_ragged_rms_fused_adds_through_a_one_row_image_take_three_blocks_an_sm():
+    # 80 registers in 256-thread blocks (the 8192 bucket): three blocks an SM, against two at 128
+    for name in ("rmsnorm_fwd_bf16_add1_nb8192_1p_r8", "rmsnorm_fwd_fp16_add1_sqfp8_nb8192_1p_r8"):
+        r = recipe(parse_name(name))
+        assert (r.row_images, r.tile.registers, r.min_blocks_per_sm) == (1, 80, 3), name
+    # not LayerNorm's (slower at 80), nor 128-thread blocks of two-row images, nor rows without an add
+    for name in ("layernorm_fwd_bf16_add1_nb8192_1p_r8", "rmsnorm_fwd_bf16_add1_nb4096_1p_r8",
+                 "rmsnorm_fwd_bf16_nb8192_1p_r8"):
+        assert recipe(parse_name(name)).tile.registers == 128, name
