@@ -273,8 +273,8 @@ def _ragged_recipe(spec: KernelSpec, op: Op) -> Recipe:
     tile = one_pass_tile(spec.x, spec.bucket, spec.vec)
     if tile.stage_bytes:
         tile = replace(tile, registers=_ragged_staged_registers(spec, op, tile))
-    elif _ragged_image_blocks(spec, op, tile):
-        tile = replace(tile, registers=80)
+    else:
+        tile = replace(tile, registers=_ragged_image_registers(spec, op, tile))
     images = _ragged_row_images(spec, tile)
     return Recipe(tile=tile, op=op, whole_row_kernel=False, kernels=((spec.symbol, False),),
                   min_blocks_per_sm=tile.min_blocks_per_sm, pack_columns=False, keep_outputs=False,
@@ -329,12 +329,13 @@ def _ragged_row_images(spec: KernelSpec, tile: Tile) -> int:
     return max((k for k in (2, 1) if k * _ragged_image_bytes(spec, tile) <= 40960), default=0)
 
 
-# RMSNorm's fused adds loaded through a one-row image in blocks of 256 threads or more are
-# built for 80 registers: three blocks an SM, as many as the image lets in, against two at
-# 128. (LayerNorm's fused adds ran slower at 80: docs/policy.md, ragged rows.)
-def _ragged_image_blocks(spec: KernelSpec, op: Op, tile: Tile) -> bool:
-    return (op.rmsnorm and spec.fused_add != FusedAdd.NONE and tile.block_threads >= 256
-            and _ragged_row_images(spec, tile) == 1)
+# Ragged rows in registers keep their tile's budget, but RMSNorm's fused adds loaded through a
+# one-row image in blocks of 256 threads or more: 80 registers, three blocks an SM (as many as
+# the image lets in) against two at 128. (LayerNorm's ran slower at 80: docs/policy.md.)
+def _ragged_image_registers(spec: KernelSpec, op: Op, tile: Tile) -> int:
+    three = (op.rmsnorm and spec.fused_add != FusedAdd.NONE and tile.block_threads >= 256
+             and _ragged_row_images(spec, tile) == 1)
+    return 80 if three else tile.registers
 
 
 # LayerNorm rows loaded through an image hold gamma and beta in registers across rows where
