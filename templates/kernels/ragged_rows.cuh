@@ -256,7 +256,7 @@ __device__ __forceinline__ void ragged_rows(const Params& p) {
   constexpr bool kAhead = !kImage && !kStaged && !kAdd && P * chunk_words<X, V>() <= 16;
   // vectors loaded at a time by rows in registers without an image: all of them ahead, or
   // two with a fused add, four without (staged rows: stage_ragged)
-  constexpr int kBatch = kStaged ? 1 : kAhead ? P : kAdd ? 2 : 4;
+  constexpr int kBatch = kAhead ? P : kAdd ? 2 : 4;
   constexpr int B = P < kBatch ? P : kBatch;
   constexpr int U = K::kOutputStep;  // output vectors at a time (Recipe.output_step)
   constexpr int kXW = chunk_words<X, V>(), kYW = chunk_words<Y, V>();
