@@ -88,15 +88,16 @@ __device__ __forceinline__ void each_vector(const Fn& fn) {
   }
 }
 
-// fn(i, true) for the steps i whose vectors lie inside the row in every lane (i < whole),
-// fn(i, false) for the step holding the row's end; nothing for the steps past it. The
-// branches are on i alone: the same in every lane of a row.
-template <int P, int U, class Fn>
-__device__ __forceinline__ void each_step(int whole, const Fn& fn) {
+// fn(i, true) for the steps i whose vectors lie inside the row in every lane of the
+// segment (i < cols.whole), fn(i, false) for the step holding the row's end, if the
+// segment holds any of it; nothing for the steps past it. The branches are the same in
+// every lane of a warp (RaggedCols).
+template <int P, int U, class Cols, class Fn>
+__device__ __forceinline__ void each_step(const Cols& cols, const Fn& fn) {
   each_vector<P, U>([&](int i) {
-    if (i < whole) {
+    if (i < cols.whole) {
       fn(i, true);
-    } else if (i == whole) {
+    } else if (i < cols.steps) {
       fn(i, false);
     }
   });
@@ -109,25 +110,25 @@ template <class K, int P, int V> struct RaggedRaw {
   uint32_t x[P][kW], r[kAdd ? P : 1][kW];
   uint32_t xb[P][kW], rb[kAdd ? P : 1][kW];  // the last lane's next chunks (RaggedIn::after)
 
-  // Vectors i0 .. i0 + P - 1 of a row (each_step's `whole`), of the row segments of W lanes.
+  // Vectors i0 .. i0 + P - 1 of a row (steps as each_step's), of the row segments of W lanes.
   template <int W, class Cols>
   __device__ __forceinline__ void fetch(const RaggedIn<typename K::X, V>& xs, const RaggedIn<typename K::X, V>& rs,
-                                        const Cols& cols, int i0, int whole, int l, bool live) {
+                                        const Cols& cols, int i0, int l, bool live) {
 #pragma unroll
     for (int b = 0; b < P; ++b) {
       const int i = i0 + b;
-      if (i < whole) {
+      if (i < cols.whole) {
         xs.template fetch<true>(cols(i), live, x[b]);
         if constexpr (kAdd) rs.template fetch<true>(cols(i), live, r[b]);
-      } else if (i == whole) {
+      } else if (i < cols.steps) {
         xs.template fetch<false>(cols(i), live, x[b]);
         if constexpr (kAdd) rs.template fetch<false>(cols(i), live, r[b]);
       }
     }
 #pragma unroll
     for (int b = 0; b < P; ++b) {
-      xs.template after<W>(cols(i0 + b), l, live && i0 + b <= whole, xb[b]);
-      if constexpr (kAdd) rs.template after<W>(cols(i0 + b), l, live && i0 + b <= whole, rb[b]);
+      xs.template after<W>(cols(i0 + b), l, live && i0 + b < cols.steps, xb[b]);
+      if constexpr (kAdd) rs.template after<W>(cols(i0 + b), l, live && i0 + b < cols.steps, rb[b]);
     }
   }
 };
@@ -143,7 +144,7 @@ __device__ __forceinline__ void stage_ragged(RaggedHeld<K, P, V, true>& held,
                                              uint4 (&edge)[kIn][P][K::kThreadsPerRow / 32],
                                              const RaggedIn<typename K::X, V>& xs, const RaggedIn<typename K::X, V>& rs,
                                              const RaggedOut<typename K::X, V>& res_out, const Params& p,
-                                             const Cols& cols, int whole, int l, bool live) {
+                                             const Cols& cols, int l, bool live) {
   constexpr bool kAdd = K::kFusedAdd != 0;
   static_assert(W == 32 && kIn == 1 + kAdd, "warps of one row; an edge for x and the residual");
   static_assert(P % RB == 0 && (kAdd || RB == 1), "the residual's vectors in whole rounds");
@@ -151,17 +152,17 @@ __device__ __forceinline__ void stage_ragged(RaggedHeld<K, P, V, true>& held,
   const int warp = threadIdx.x / 32;
   uint32_t r[RB][kW];  // the residual's vectors of a round
   auto fetch = [&](int i, int b) {  // the residual's vector i into r[b]
-    if (i < whole) {
+    if (i < cols.whole) {
       rs.template fetch<true>(cols(i), live, r[b]);
-    } else if (i == whole) {
+    } else if (i < cols.steps) {
       rs.template fetch<false>(cols(i), live, r[b]);
     }
-    if (i <= whole && l == W - 1 && rs.s != 0) rs.copy_chunk(&edge[kIn - 1][i][warp], cols(i) + V, live);
+    if (i < cols.steps && l == W - 1 && rs.s != 0) rs.copy_chunk(&edge[kIn - 1][i][warp], cols(i) + V, live);
   };
   // x's chunks, and the first round's residual vectors beside them
 #pragma unroll
   for (int i = 0; i < P; ++i) {
-    if (i <= whole) {
+    if (i < cols.steps) {
       xs.copy_chunk(held.slot(i), cols(i), live);
       if (l == W - 1 && xs.s != 0) xs.copy_chunk(&edge[0][i][warp], cols(i) + V, live);
     }
@@ -184,7 +185,7 @@ __device__ __forceinline__ void stage_ragged(RaggedHeld<K, P, V, true>& held,
     // (registers indexed at compile time: unrolled where it reads the residual's)
     each_vector<kAdd ? RB : P, kAdd ? RB : 1>([&](int b) {
       const int i = i0 + b;
-      if (i > whole) return;
+      if (i >= cols.steps) return;
       uint32_t h[kW], rr[kW] = {};
       xs.join(held.slot(i), l == W - 1 ? &edge[0][i][warp] : held.slot(i) + 1, h);
       if constexpr (kAdd) {
@@ -197,13 +198,13 @@ __device__ __forceinline__ void stage_ragged(RaggedHeld<K, P, V, true>& held,
       }
       __syncwarp();
       ragged_fuse<K, V>(h, rr, p, cols(i), cols.count(i));
-      if constexpr (K::kFusedAdd == 1) res_out.template store_step<W>(i < whole, cols(i), l, live, h);
+      if constexpr (K::kFusedAdd == 1) res_out.template store_step<W>(i < cols.whole, cols(i), l, live, h);
       held.put(i, h);
     });
   };
   if constexpr (kAdd && RB < P) {
 #pragma unroll 1
-    for (int i0 = 0; i0 < P && i0 <= whole; i0 += RB) round(i0);
+    for (int i0 = 0; i0 < P && i0 < cols.steps; i0 += RB) round(i0);
   } else {
     round(0);
   }
@@ -214,11 +215,11 @@ __device__ __forceinline__ void stage_ragged(RaggedHeld<K, P, V, true>& held,
 // lane's the chunk after it, so that every lane's vector starts in its slot and ends in the next.
 template <class K, int P, int V, int S2, class Cols>
 __device__ __forceinline__ void image_row(uint4 (&im)[P][S2], const RaggedIn<typename K::X, V>& xs, const Cols& cols,
-                                          int whole, int l, bool live) {
+                                          int l, bool live) {
   const int slot = threadIdx.x + threadIdx.x / 32;
 #pragma unroll
   for (int i = 0; i < P; ++i) {
-    if (i <= whole) {
+    if (i < cols.steps) {
       xs.copy_chunk_async(&im[i][slot], cols(i), live);
       if (l == 31 && xs.s != 0) xs.copy_chunk_async(&im[i][slot + 1], cols(i) + V, live);
     }
@@ -272,8 +273,7 @@ __device__ __forceinline__ void ragged_rows(const Params& p) {
   const int lane = Span::rank() * T + threadIdx.x % T;
   const int sub = threadIdx.x / T;
   const int n = p.n;
-  const RaggedCols<C * T, V> cols{lane, n};
-  const int whole = cols.whole_steps();
+  const RaggedCols<C * T, V, W> cols(lane, l, n);
   const float qmul = static_qmul<K>(p);
   const i64 stride = Span::groups() * static_cast<i64>(R);
   auto x_of = [&](i64 at) { return RaggedIn<X, V>(static_cast<const X*>(p.x) + row_offset(at, p.inner, p.x_so, p.x_si), n); };
@@ -293,8 +293,8 @@ __device__ __forceinline__ void ragged_rows(const Params& p) {
   auto image = [&](int b, i64 row) {
     if constexpr (kImage) {
       const i64 at = row < p.rows ? row : 0;
-      image_row<K, P, V>(img[b][0], x_of(at), cols, whole, l, row < p.rows);
-      if constexpr (kAdd) image_row<K, P, V>(img[b][kIn - 1], r_of(at), cols, whole, l, row < p.rows);
+      image_row<K, P, V>(img[b][0], x_of(at), cols, l, row < p.rows);
+      if constexpr (kAdd) image_row<K, P, V>(img[b][kIn - 1], r_of(at), cols, l, row < p.rows);
       asm volatile("cp.async.commit_group;" ::: "memory");
     }
   };
@@ -303,7 +303,7 @@ __device__ __forceinline__ void ragged_rows(const Params& p) {
   }
   if constexpr (kAhead) {
     const i64 at = base + sub < p.rows ? base + sub : 0;
-    if (base < p.rows) raw.template fetch<W>(x_of(at), r_of(at), cols, 0, whole, l, base + sub < p.rows);
+    if (base < p.rows) raw.template fetch<W>(x_of(at), r_of(at), cols, 0, l, base + sub < p.rows);
   }
   for (int ph = 0; base < p.rows; base += stride, ph = (ph + 1) % S) {
     const i64 row = base + sub;
@@ -321,18 +321,18 @@ __device__ __forceinline__ void ragged_rows(const Params& p) {
 #pragma unroll
       for (int b = 0; b < B; ++b) {
         const int i = i0 + b;
-        if (i <= whole) {
+        if (i < cols.steps) {
           uint32_t h[kXW], r[kXW];
           xs.template realign<W>(l, raw.x[b], raw.xb[b], h);
           if constexpr (kAdd) rs.template realign<W>(l, raw.r[b], raw.rb[b], r);
           ragged_fuse<K, V>(h, r, p, cols(i), cols.count(i));
-          if constexpr (K::kFusedAdd == 1) res_out.template store_step<W>(i < whole, cols(i), l, live, h);
+          if constexpr (K::kFusedAdd == 1) res_out.template store_step<W>(i < cols.whole, cols(i), l, live, h);
           held.put(i, h);
         }
       }
     };
     if constexpr (kStaged) {
-      stage_ragged<K, P, V, W, K::kResidualBatch>(held, edge, xs, rs, res_out, p, cols, whole, l, live);
+      stage_ragged<K, P, V, W, K::kResidualBatch>(held, edge, xs, rs, res_out, p, cols, l, live);
     } else if constexpr (kImage) {
       // two images: the next row's copies go into the other (read by its lanes two rows
       // ago: the reductions' barriers since order them), and this row's, one group older,
@@ -353,12 +353,12 @@ __device__ __forceinline__ void ragged_rows(const Params& p) {
       const auto& im = img[buf];
 #pragma unroll
       for (int i = 0; i < P; ++i) {
-        if (i <= whole) {
+        if (i < cols.steps) {
           uint32_t h[kXW], r[kXW] = {};
           xs.join(&im[0][i][slot], &im[0][i][slot + 1], h);
           if constexpr (kAdd) rs.join(&im[kIn - 1][i][slot], &im[kIn - 1][i][slot + 1], r);
           ragged_fuse<K, V>(h, r, p, cols(i), cols.count(i));
-          if constexpr (K::kFusedAdd == 1) res_out.template store_step<W>(i < whole, cols(i), l, live, h);
+          if constexpr (K::kFusedAdd == 1) res_out.template store_step<W>(i < cols.whole, cols(i), l, live, h);
           held.put(i, h);
         }
       }
@@ -370,8 +370,8 @@ __device__ __forceinline__ void ragged_rows(const Params& p) {
     } else if constexpr (!kAhead) {
 #pragma unroll
       for (int i0 = 0; i0 < P; i0 += B) {
-        if (i0 <= whole) {
-          raw.template fetch<W>(xs, rs, cols, i0, whole, l, live);
+        if (i0 < cols.steps) {
+          raw.template fetch<W>(xs, rs, cols, i0, l, live);
           take(i0);
         }
       }
@@ -379,7 +379,7 @@ __device__ __forceinline__ void ragged_rows(const Params& p) {
       take(0);
       const i64 next = base + stride + sub;
       const i64 next_at = next < p.rows ? next : 0;
-      if (base + stride < p.rows) raw.template fetch<W>(x_of(next_at), r_of(next_at), cols, 0, whole, l, next < p.rows);
+      if (base + stride < p.rows) raw.template fetch<W>(x_of(next_at), r_of(next_at), cols, 0, l, next < p.rows);
     }
     auto load = [&](int i, float (&d)[V]) { held.get(i, d); };
     // a far row's second sums, from held (its vectors by run-time index: from memory where
@@ -419,7 +419,7 @@ __device__ __forceinline__ void ragged_rows(const Params& p) {
     // The largest |output| of this thread's columns inside the row.
     auto row_absmax = [&](const Stats& st) {
       float m = 0.f;
-      each_step<P, U>(whole, [&](int i, bool all) {
+      each_step<P, U>(cols, [&](int i, bool all) {
         float out[V];
         outputs_of(i, all, st, out);
         const int count = all ? V : cols.count(i);
@@ -431,7 +431,7 @@ __device__ __forceinline__ void ragged_rows(const Params& p) {
     };
 
     float s1 = 0.f, s2 = 0.f;  // the row's sums around k; columns past its end add nothing
-    each_step<P, U>(whole, [&](int i, bool all) {
+    each_step<P, U>(cols, [&](int i, bool all) {
       float d[V];
       load(i, d);
       if (!all) {
@@ -453,7 +453,7 @@ __device__ __forceinline__ void ragged_rows(const Params& p) {
       mul = dynamic_scale<K>(p, mx[0], row, live && lane == 0);
     }
     if (live && lane == 0) save_stats<K>(p, row, st);
-    each_step<P, U>(whole, [&](int i, bool all) {
+    each_step<P, U>(cols, [&](int i, bool all) {
       float out[V];
       outputs_of(i, all, st, out);
       if constexpr (K::kQuant != Quant::NONE) {
