@@ -228,6 +228,9 @@ class Recipe:
     row_images: int
     hold_columns: bool  # ... and hold the per-column vectors in registers across rows
     residual_batch: int  # staged ragged rows with a fused add: the residual's vectors loaded at a time (else 1)
+    # ragged rows: steps counted per warp segment (those past the row's end skip its last
+    # step, those before it take it whole), else per row (ragged.cuh: RaggedCols)
+    segment_steps: bool
 
     @property
     def full_symbol(self) -> Optional[str]:
@@ -264,6 +267,7 @@ def recipe(spec: KernelSpec) -> Recipe:
         row_images=0,
         hold_columns=False,
         residual_batch=1,
+        segment_steps=False,
     )
 
 
@@ -281,7 +285,15 @@ def _ragged_recipe(spec: KernelSpec, op: Op) -> Recipe:
                   row_cache=Cache.NORMAL, output_step=_ragged_output_step(spec, op, tile), column_prefetch=0,
                   column_registers=0, column_ahead=0, fold_shift=False, row_images=images,
                   hold_columns=_ragged_hold_columns(spec, op, tile),
-                  residual_batch=_ragged_residual_batch(spec, op, tile))
+                  residual_batch=_ragged_residual_batch(spec, op, tile),
+                  segment_steps=_ragged_segment_steps(spec, tile))
+
+
+# Ragged rows count their steps per warp segment, but through a one-row image (fused adds,
+# fp32's eight vectors, 16-bit rows of 16384) and with a quant, where the per-lane branches
+# measured slower, per row (docs/policy.md: ragged rows).
+def _ragged_segment_steps(spec: KernelSpec, tile: Tile) -> bool:
+    return _ragged_row_images(spec, tile) != 1 and spec.quant == Quant.NONE
 
 
 # A staged fused add's residual vectors loaded a round: all at once at 80-128 registers; at
@@ -329,13 +341,19 @@ def _ragged_row_images(spec: KernelSpec, tile: Tile) -> int:
     return max((k for k in (2, 1) if k * _ragged_image_bytes(spec, tile) <= 40960), default=0)
 
 
-# Ragged rows in registers keep their tile's budget, but RMSNorm's fused adds loaded through a
-# one-row image in blocks of 256 threads or more: 80 registers, three blocks an SM (as many as
-# the image lets in) against two at 128. (LayerNorm's ran slower at 80: docs/policy.md.)
+# Ragged rows in registers keep their tile's budget, but RMSNorm's rows loaded through an
+# image: alone (no add, x-bias or quant), through two rows' images, 64 registers (four
+# 256-thread blocks an SM, eight of 128); fused adds, through one row's in blocks of 256
+# threads or more, 80 (three blocks, as many as the image lets in) against two at 128.
+# LayerNorm's hold gamma and beta and spilled at 64, and ran slower at 80 (docs/policy.md).
 def _ragged_image_registers(spec: KernelSpec, op: Op, tile: Tile) -> int:
-    three = (op.rmsnorm and spec.fused_add != FusedAdd.NONE and tile.block_threads >= 256
-             and _ragged_row_images(spec, tile) == 1)
-    return 80 if three else tile.registers
+    images = _ragged_row_images(spec, tile)
+    alone = spec.fused_add == FusedAdd.NONE and not spec.x_bias and spec.quant == Quant.NONE
+    if op.rmsnorm and alone and images == 2:
+        return min(64, tile.registers)
+    if op.rmsnorm and spec.fused_add != FusedAdd.NONE and tile.block_threads >= 256 and images == 1:
+        return 80
+    return tile.registers
 
 
 # LayerNorm rows loaded through an image hold gamma and beta in registers across rows where

@@ -49,7 +49,7 @@ def test_the_rendered_traits_are_the_recipe():
             "kColumnPrefetch": str(r.column_prefetch), "kColumnRegisters": str(r.column_registers),
             "kColumnAhead": str(r.column_ahead), "kFoldShift": _lower(r.fold_shift), "kRagged": _lower(spec.ragged),
             "kRowImages": str(r.row_images), "kHoldColumns": _lower(r.hold_columns),
-            "kResidualBatch": str(r.residual_batch),
+            "kResidualBatch": str(r.residual_batch), "kSegmentSteps": _lower(r.segment_steps),
         }, spec.name
         kernels = [(symbol, full == "true") for symbol, full in _KERNEL.findall(text)]
         assert kernels == list(r.kernels) and kernels[0] == (spec.symbol, False), spec.name
@@ -130,7 +130,30 @@ def test_ragged_rms_fused_adds_through_a_one_row_image_take_three_blocks_an_sm()
     for name in ("rmsnorm_fwd_bf16_add1_nb8192_1p_r8", "rmsnorm_fwd_fp16_add1_sqfp8_nb8192_1p_r8"):
         r = recipe(parse_name(name))
         assert (r.row_images, r.tile.registers, r.min_blocks_per_sm) == (1, 80, 3), name
-    # not LayerNorm's (slower at 80), nor 128-thread blocks of two-row images, nor rows without an add
+    # not LayerNorm's (slower at 80), nor 128-thread blocks of two-row images, nor rows without
+    # an add (64 alone: test_ragged_rms_alone_through_two_row_images_takes_64_registers)
     for name in ("layernorm_fwd_bf16_add1_nb8192_1p_r8", "rmsnorm_fwd_bf16_add1_nb4096_1p_r8",
-                 "rmsnorm_fwd_bf16_nb8192_1p_r8"):
+                 "rmsnorm_fwd_bf16_xb_nb8192_1p_r8"):
         assert recipe(parse_name(name)).tile.registers == 128, name
+
+
+def test_ragged_steps_are_counted_per_segment_but_through_a_one_row_image_or_with_a_quant():
+    for name in ("rmsnorm_fwd_bf16_nb8192_1p_r8", "layernorm_fwd_bf16_nb4096_1p_r8",
+                 "rmsnorm_fwd_bf16_add1_nb1024_1p_r8", "layernorm_fwd_bf16_add1_nb65536_1p_r8"):
+        assert recipe(parse_name(name)).segment_steps, name
+    for name in ("rmsnorm_fwd_bf16_add1_nb8192_1p_r8", "rmsnorm_fwd_fp32_nb8192_1p_r4",
+                 "rmsnorm_fwd_bf16_nb16384_1p_r8", "layernorm_fwd_bf16_dqint8_syfp32_nb8192_1p_r8",
+                 "layernorm_fwd_bf16_dqint8_syfp32_nb65536_1p_r8", "layernorm_fwd_bf16_nb8192_1p_v8"):
+        assert not recipe(parse_name(name)).segment_steps, name
+
+
+def test_ragged_rms_alone_through_two_row_images_takes_64_registers():
+    # four 256-thread blocks an SM (eight of 128) against two (four) at 128
+    for name, blocks in (("rmsnorm_fwd_bf16_nb8192_1p_r8", 4), ("rmsnorm_fwd_fp16_nb4096_1p_r8", 8),
+                         ("rmsnorm_fwd_fp32_nb4096_1p_r4", 4)):
+        r = recipe(parse_name(name))
+        assert (r.row_images, r.tile.registers, r.min_blocks_per_sm) == (2, 64, blocks), name
+    # not with an x-bias, a quant or a fused add, nor LayerNorm (which holds gamma and beta)
+    for name in ("rmsnorm_fwd_bf16_xb_nb8192_1p_r8", "rmsnorm_fwd_bf16_dqint8_syfp32_nb8192_1p_r8",
+                 "rmsnorm_fwd_bf16_add1_nb4096_1p_r8", "layernorm_fwd_bf16_nb8192_1p_r8"):
+        assert recipe(parse_name(name)).tile.registers > 64, name

@@ -317,20 +317,27 @@ __device__ __forceinline__ void to_words(const float (&out)[V], uint32_t (&w)[ch
 }
 
 // A ragged row's columns: vector i of a thread at column (i * kStride + lane) * V, holding
-// count(i) of the row's n columns (the last vector inside may hold fewer than V). The W
-// lanes of a segment (position l of W) lie side by side and take each step together:
-// steps below `whole` hold V of the row's columns in every lane of the segment; step
-// `whole` holds the rest where the row ends in it (steps = whole + 1), else none of them
-// (steps = whole, and the segment skips it); later steps none. Both are the same in every
-// lane of a warp (its segments are rows at the same columns where W < 32).
-template <int kStride, int V, int W> struct RaggedCols {
+// count(i) of the row's n columns (the last vector inside may hold fewer than V). Steps
+// below `whole` hold V of the row's columns in every lane, step `whole` the rest (where
+// `steps` = whole + 1; else it is skipped), later steps none. kSegment: counted for the
+// W lanes of this lane's segment (position l of W, side by side), which take each step
+// together: segments before the row's end take more steps whole, and those past it skip
+// the last; the same in every lane of a warp (its segments are rows at the same columns
+// where W < 32). Else counted for the row: the same in all threads (branches on them need
+// no reconvergence).
+template <int kStride, int V, int W, bool kSegment> struct RaggedCols {
   static constexpr bool kRagged = true;
   int lane, n, whole, steps;
   __device__ __forceinline__ RaggedCols(int lane_, int l, int n_) : lane(lane_), n(n_) {
-    const int first = (lane - l) * V;  // the segment's first column at step 0
-    const int room = n - first - W * V;
-    whole = room < 0 ? 0 : room / (kStride * V) + 1;
-    steps = whole + (whole * kStride * V + first < n ? 1 : 0);
+    if constexpr (kSegment) {
+      const int first = (lane - l) * V;  // the segment's first column at step 0
+      const int room = n - first - W * V;
+      whole = room < 0 ? 0 : room / (kStride * V) + 1;
+      steps = whole + (whole * kStride * V + first < n ? 1 : 0);
+    } else {
+      whole = n / (kStride * V);
+      steps = whole + 1;
+    }
   }
   __device__ __forceinline__ int operator()(int i) const { return (i * kStride + lane) * V; }
   __device__ __forceinline__ bool inside(int i) const { return (*this)(i) < n; }

@@ -273,7 +273,7 @@ __device__ __forceinline__ void ragged_rows(const Params& p) {
   const int lane = Span::rank() * T + threadIdx.x % T;
   const int sub = threadIdx.x / T;
   const int n = p.n;
-  const RaggedCols<C * T, V, W> cols(lane, l, n);
+  const RaggedCols<C * T, V, W, K::kSegmentSteps> cols(lane, l, n);
   const float qmul = static_qmul<K>(p);
   const i64 stride = Span::groups() * static_cast<i64>(R);
   auto x_of = [&](i64 at) { return RaggedIn<X, V>(static_cast<const X*>(p.x) + row_offset(at, p.inner, p.x_so, p.x_si), n); };
