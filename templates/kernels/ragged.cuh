@@ -318,16 +318,16 @@ __device__ __forceinline__ void to_words(const float (&out)[V], uint32_t (&w)[ch
 
 // A ragged row's columns: vector i of a thread at column (i * kStride + lane) * V, holding
 // count(i) of the row's n columns (the last vector inside may hold fewer than V). Steps
-// below `whole` hold V of the row's columns in every lane, step `whole` the rest (where
-// `steps` = whole + 1; else it is skipped), later steps none. kSegment: counted for the
-// W lanes of this lane's segment (position l of W, side by side), which take each step
-// together: segments before the row's end take more steps whole, and those past it skip
-// the last; the same in every lane of a warp (its segments are rows at the same columns
-// where W < 32). Else counted for the row: the same in all threads (branches on them need
-// no reconvergence).
+// below `whole` hold V of the row's columns in every lane, step `whole` the rest, later
+// steps none. kSegment: counted for the W lanes of this lane's segment (position l of W,
+// side by side), which take each step together: segments before the row's end take more
+// steps whole, and those past it skip the last (takes, ends); the same in every lane of a
+// warp (its segments are rows at the same columns where W < 32). Else counted for the row:
+// the same in all threads (branches on them need no reconvergence).
 template <int kStride, int V, int W, bool kSegment> struct RaggedCols {
   static constexpr bool kRagged = true;
-  int lane, n, whole, steps;
+  int lane, n, whole;
+  int steps;  // (kSegment) the steps holding any of the segment's columns: whole or whole + 1
   __device__ __forceinline__ RaggedCols(int lane_, int l, int n_) : lane(lane_), n(n_) {
     if constexpr (kSegment) {
       const int first = (lane - l) * V;  // the segment's first column at step 0
@@ -342,6 +342,30 @@ template <int kStride, int V, int W, bool kSegment> struct RaggedCols {
   __device__ __forceinline__ int operator()(int i) const { return (i * kStride + lane) * V; }
   __device__ __forceinline__ bool inside(int i) const { return (*this)(i) < n; }
   __device__ __forceinline__ int count(int i) const { return min(max(n - (*this)(i), 0), V); }
+  // Whether step i is taken (holds any of the segment's columns, or of the row's).
+  __device__ __forceinline__ bool takes(int i) const {
+    if constexpr (kSegment) {
+      return i < steps;
+    } else {
+      return i <= whole;
+    }
+  }
+  // Whether step i lies past the taken ones (!takes(i)).
+  __device__ __forceinline__ bool past(int i) const {
+    if constexpr (kSegment) {
+      return i >= steps;
+    } else {
+      return i > whole;
+    }
+  }
+  // Whether step i >= whole, the step holding the row's end, is taken.
+  __device__ __forceinline__ bool ends(int i) const {
+    if constexpr (kSegment) {
+      return i < steps;
+    } else {
+      return i == whole;
+    }
+  }
 };
 
 }  // namespace normgen

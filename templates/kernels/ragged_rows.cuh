@@ -88,16 +88,15 @@ __device__ __forceinline__ void each_vector(const Fn& fn) {
   }
 }
 
-// fn(i, true) for the steps i whose vectors lie inside the row in every lane of the
-// segment (i < cols.whole), fn(i, false) for the step holding the row's end, if the
-// segment holds any of it; nothing for the steps past it. The branches are the same in
-// every lane of a warp (RaggedCols).
+// fn(i, true) for the steps i whose vectors lie inside the row in every lane (of the
+// segment: RaggedCols), fn(i, false) for the step holding the row's end where it is taken;
+// nothing for the steps past it. The branches are the same in every lane of a warp.
 template <int P, int U, class Cols, class Fn>
 __device__ __forceinline__ void each_step(const Cols& cols, const Fn& fn) {
   each_vector<P, U>([&](int i) {
     if (i < cols.whole) {
       fn(i, true);
-    } else if (i < cols.steps) {
+    } else if (cols.ends(i)) {
       fn(i, false);
     }
   });
@@ -120,15 +119,15 @@ template <class K, int P, int V> struct RaggedRaw {
       if (i < cols.whole) {
         xs.template fetch<true>(cols(i), live, x[b]);
         if constexpr (kAdd) rs.template fetch<true>(cols(i), live, r[b]);
-      } else if (i < cols.steps) {
+      } else if (cols.ends(i)) {
         xs.template fetch<false>(cols(i), live, x[b]);
         if constexpr (kAdd) rs.template fetch<false>(cols(i), live, r[b]);
       }
     }
 #pragma unroll
     for (int b = 0; b < P; ++b) {
-      xs.template after<W>(cols(i0 + b), l, live && i0 + b < cols.steps, xb[b]);
-      if constexpr (kAdd) rs.template after<W>(cols(i0 + b), l, live && i0 + b < cols.steps, rb[b]);
+      xs.template after<W>(cols(i0 + b), l, live && cols.takes(i0 + b), xb[b]);
+      if constexpr (kAdd) rs.template after<W>(cols(i0 + b), l, live && cols.takes(i0 + b), rb[b]);
     }
   }
 };
@@ -154,15 +153,15 @@ __device__ __forceinline__ void stage_ragged(RaggedHeld<K, P, V, true>& held,
   auto fetch = [&](int i, int b) {  // the residual's vector i into r[b]
     if (i < cols.whole) {
       rs.template fetch<true>(cols(i), live, r[b]);
-    } else if (i < cols.steps) {
+    } else if (cols.ends(i)) {
       rs.template fetch<false>(cols(i), live, r[b]);
     }
-    if (i < cols.steps && l == W - 1 && rs.s != 0) rs.copy_chunk(&edge[kIn - 1][i][warp], cols(i) + V, live);
+    if (cols.takes(i) && l == W - 1 && rs.s != 0) rs.copy_chunk(&edge[kIn - 1][i][warp], cols(i) + V, live);
   };
   // x's chunks, and the first round's residual vectors beside them
 #pragma unroll
   for (int i = 0; i < P; ++i) {
-    if (i < cols.steps) {
+    if (cols.takes(i)) {
       xs.copy_chunk(held.slot(i), cols(i), live);
       if (l == W - 1 && xs.s != 0) xs.copy_chunk(&edge[0][i][warp], cols(i) + V, live);
     }
@@ -185,7 +184,7 @@ __device__ __forceinline__ void stage_ragged(RaggedHeld<K, P, V, true>& held,
     // (registers indexed at compile time: unrolled where it reads the residual's)
     each_vector<kAdd ? RB : P, kAdd ? RB : 1>([&](int b) {
       const int i = i0 + b;
-      if (i >= cols.steps) return;
+      if (cols.past(i)) return;
       uint32_t h[kW], rr[kW] = {};
       xs.join(held.slot(i), l == W - 1 ? &edge[0][i][warp] : held.slot(i) + 1, h);
       if constexpr (kAdd) {
@@ -204,7 +203,7 @@ __device__ __forceinline__ void stage_ragged(RaggedHeld<K, P, V, true>& held,
   };
   if constexpr (kAdd && RB < P) {
 #pragma unroll 1
-    for (int i0 = 0; i0 < P && i0 < cols.steps; i0 += RB) round(i0);
+    for (int i0 = 0; i0 < P && cols.takes(i0); i0 += RB) round(i0);
   } else {
     round(0);
   }
@@ -219,7 +218,7 @@ __device__ __forceinline__ void image_row(uint4 (&im)[P][S2], const RaggedIn<typ
   const int slot = threadIdx.x + threadIdx.x / 32;
 #pragma unroll
   for (int i = 0; i < P; ++i) {
-    if (i < cols.steps) {
+    if (cols.takes(i)) {
       xs.copy_chunk_async(&im[i][slot], cols(i), live);
       if (l == 31 && xs.s != 0) xs.copy_chunk_async(&im[i][slot + 1], cols(i) + V, live);
     }
@@ -321,7 +320,7 @@ __device__ __forceinline__ void ragged_rows(const Params& p) {
 #pragma unroll
       for (int b = 0; b < B; ++b) {
         const int i = i0 + b;
-        if (i < cols.steps) {
+        if (cols.takes(i)) {
           uint32_t h[kXW], r[kXW];
           xs.template realign<W>(l, raw.x[b], raw.xb[b], h);
           if constexpr (kAdd) rs.template realign<W>(l, raw.r[b], raw.rb[b], r);
@@ -353,7 +352,7 @@ __device__ __forceinline__ void ragged_rows(const Params& p) {
       const auto& im = img[buf];
 #pragma unroll
       for (int i = 0; i < P; ++i) {
-        if (i < cols.steps) {
+        if (cols.takes(i)) {
           uint32_t h[kXW], r[kXW] = {};
           xs.join(&im[0][i][slot], &im[0][i][slot + 1], h);
           if constexpr (kAdd) rs.join(&im[kIn - 1][i][slot], &im[kIn - 1][i][slot + 1], r);
@@ -370,7 +369,7 @@ __device__ __forceinline__ void ragged_rows(const Params& p) {
     } else if constexpr (!kAhead) {
 #pragma unroll
       for (int i0 = 0; i0 < P; i0 += B) {
-        if (i0 < cols.steps) {
+        if (cols.takes(i0)) {
           raw.template fetch<W>(xs, rs, cols, i0, l, live);
           take(i0);
         }
