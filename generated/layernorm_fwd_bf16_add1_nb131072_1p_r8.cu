@@ -36,7 +36,7 @@ struct Traits {
   static constexpr int kRowImages = 0;
   static constexpr bool kHoldColumns = false;
   static constexpr int kResidualBatch = 2;
-  static constexpr bool kSegmentSteps = true;
+  static constexpr bool kSegmentSteps = false;
 };
 }  // namespace
 

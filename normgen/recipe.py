@@ -289,11 +289,14 @@ def _ragged_recipe(spec: KernelSpec, op: Op) -> Recipe:
                   segment_steps=_ragged_segment_steps(spec, tile))
 
 
-# Ragged rows count their steps per warp segment, but through a one-row image (fused adds,
-# fp32's eight vectors, 16-bit rows of 16384) and with a quant, where the per-lane branches
-# measured slower, per row (docs/policy.md: ragged rows).
+# Ragged rows count their steps per warp segment, but per row through a one-row image (fused
+# adds, fp32's eight vectors, 16-bit rows of 16384) and with a quant, where the per-lane
+# branches measured slower, and staged with a fused add, where they spilled 4-8 bytes at 64
+# registers (NVRTC 13.5: RMSNorm + add 32768 on sm_90, LayerNorm + add 131072 on sm_120;
+# docs/policy.md: ragged rows).
 def _ragged_segment_steps(spec: KernelSpec, tile: Tile) -> bool:
-    return _ragged_row_images(spec, tile) != 1 and spec.quant == Quant.NONE
+    staged_add = tile.stage_bytes > 0 and spec.fused_add != FusedAdd.NONE
+    return _ragged_row_images(spec, tile) != 1 and spec.quant == Quant.NONE and not staged_add
 
 
 # A staged fused add's residual vectors loaded a round: all at once at 80-128 registers; at
