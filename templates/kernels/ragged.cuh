@@ -350,14 +350,6 @@ template <int kStride, int V, int W, bool kSegment> struct RaggedCols {
       return i <= whole;
     }
   }
-  // Whether step i lies past the taken ones (!takes(i)).
-  __device__ __forceinline__ bool past(int i) const {
-    if constexpr (kSegment) {
-      return i >= steps;
-    } else {
-      return i > whole;
-    }
-  }
   // Whether step i >= whole, the step holding the row's end, is taken.
   __device__ __forceinline__ bool ends(int i) const {
     if constexpr (kSegment) {

@@ -184,7 +184,7 @@ __device__ __forceinline__ void stage_ragged(RaggedHeld<K, P, V, true>& held,
     // (registers indexed at compile time: unrolled where it reads the residual's)
     each_vector<kAdd ? RB : P, kAdd ? RB : 1>([&](int b) {
       const int i = i0 + b;
-      if (cols.past(i)) return;
+      if (!cols.takes(i)) return;
       uint32_t h[kW], rr[kW] = {};
       xs.join(held.slot(i), l == W - 1 ? &edge[0][i][warp] : held.slot(i) + 1, h);
       if constexpr (kAdd) {
