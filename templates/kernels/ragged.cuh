@@ -350,7 +350,8 @@ template <int kStride, int V, int W, bool kSegment> struct RaggedCols {
       return i <= whole;
     }
   }
-  // Whether step i >= whole, the step holding the row's end, is taken.
+  // Whether step i >= whole, the step holding the row's end, is taken (per row: i == whole,
+  // which compiles to other code than takes' i <= whole there).
   __device__ __forceinline__ bool ends(int i) const {
     if constexpr (kSegment) {
       return i < steps;
