@@ -34,7 +34,6 @@ struct Traits {
   static constexpr int kColumnAhead = 0;
   static constexpr bool kFoldShift = false;
   static constexpr int kRowImages = 0;
-  static constexpr bool kHoldColumns = false;
   static constexpr int kResidualBatch = 1;
   static constexpr bool kSegmentSteps = true;
 };

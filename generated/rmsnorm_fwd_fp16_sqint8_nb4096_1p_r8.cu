@@ -23,7 +23,7 @@ struct Traits {
   static constexpr int kCluster = 1;
   static constexpr bool kStaged = false;
   static constexpr bool kStreamed = false;
-  static constexpr bool kLean = false;
+  static constexpr bool kLean = true;
   static constexpr bool kRagged = true;
   static constexpr bool kPackColumns = false;
   static constexpr bool kKeepOutputs = false;
@@ -34,13 +34,12 @@ struct Traits {
   static constexpr int kColumnAhead = 0;
   static constexpr bool kFoldShift = false;
   static constexpr int kRowImages = 2;
-  static constexpr bool kHoldColumns = false;
   static constexpr int kResidualBatch = 1;
   static constexpr bool kSegmentSteps = false;
 };
 }  // namespace
 
-extern "C" __global__ void __launch_bounds__(128, 4)
+extern "C" __global__ void __launch_bounds__(128, 8)
 rmsnorm_fwd_fp16_sqint8_nb4096_1p_r8(const normgen::Params p) {
   normgen::norm_fwd<Traits, false>(p);
 }

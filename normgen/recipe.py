@@ -226,7 +226,6 @@ class Recipe:
     # rows a ragged register row's shared-memory image holds (ragged_rows.cuh): 2, this row and the
     # next in flight; 1, the next copied in once this one is read; 0, no image
     row_images: int
-    hold_columns: bool  # ... and hold the per-column vectors in registers across rows
     residual_batch: int  # staged ragged rows with a fused add: the residual's vectors loaded at a time (else 1)
     # ragged rows: steps counted per warp segment (those past the row's end skip its last
     # step, those before it take it whole), else per row (ragged.cuh: RaggedCols)
@@ -265,7 +264,6 @@ def recipe(spec: KernelSpec) -> Recipe:
         column_ahead=_column_ahead(tile, fold),
         fold_shift=fold,
         row_images=0,
-        hold_columns=False,
         residual_batch=1,
         segment_steps=False,
     )
@@ -284,7 +282,6 @@ def _ragged_recipe(spec: KernelSpec, op: Op) -> Recipe:
                   min_blocks_per_sm=tile.min_blocks_per_sm, pack_columns=False, keep_outputs=False,
                   row_cache=Cache.NORMAL, output_step=_ragged_output_step(spec, op, tile), column_prefetch=0,
                   column_registers=0, column_ahead=0, fold_shift=False, row_images=images,
-                  hold_columns=_ragged_hold_columns(spec, op, tile),
                   residual_batch=_ragged_residual_batch(spec, op, tile),
                   segment_steps=_ragged_segment_steps(spec, tile))
 
@@ -344,28 +341,23 @@ def _ragged_row_images(spec: KernelSpec, tile: Tile) -> int:
     return max((k for k in (2, 1) if k * _ragged_image_bytes(spec, tile) <= 40960), default=0)
 
 
-# Ragged rows in registers keep their tile's budget, but RMSNorm's rows loaded through an
-# image: alone (no add, x-bias or quant), through two rows' images, 64 registers (four
-# 256-thread blocks an SM, eight of 128); fused adds, through one row's in blocks of 256
-# threads or more, 80 (three blocks, as many as the image lets in) against two at 128.
-# LayerNorm's hold gamma and beta and spilled at 64, and ran slower at 80 (docs/policy.md).
+# Ragged rows in registers keep their tile's budget, but rows loaded through an image: of one
+# input (no fused add or x-bias), 64 registers (four 256-thread blocks an SM, eight of 128,
+# two of 512) where ptxas fits them there -- RMSNorm, and LayerNorm of bf16 or fp32 rows with
+# gamma and beta of x's precision, whose x takes at most 16 registers a thread -- else 80 in
+# blocks of up to 256 threads (three an SM); RMSNorm's fused adds through one row's image in
+# blocks of 256 threads or more, 80 (three, as many as the image lets in) against two at 128
+# (docs/policy.md: ragged rows).
 def _ragged_image_registers(spec: KernelSpec, op: Op, tile: Tile) -> int:
     images = _ragged_row_images(spec, tile)
-    alone = spec.fused_add == FusedAdd.NONE and not spec.x_bias and spec.quant == Quant.NONE
-    if op.rmsnorm and alone and images == 2:
-        return min(64, tile.registers)
+    if images and not op.prologue:
+        small_x = tile.repeat * tile.vec * spec.x.itemsize <= 64
+        if small_x and (op.rmsnorm or (op.light_columns and spec.x != DType.FP16)):
+            return min(64, tile.registers)
+        return 80 if tile.block_threads <= 256 else tile.registers
     if op.rmsnorm and spec.fused_add != FusedAdd.NONE and tile.block_threads >= 256 and images == 1:
         return 80
     return tile.registers
-
-
-# LayerNorm rows loaded through an image hold gamma and beta in registers across rows where
-# they are its only per-column vectors, in x's precision, and take at most 32 words (fp32's
-# eight vectors a thread, 64 words, spilled; with a smooth scale they spilled; RMSNorm's gamma
-# held ran slower: docs/policy.md, ragged rows).
-def _ragged_hold_columns(spec: KernelSpec, op: Op, tile: Tile) -> bool:
-    words = 2 * tile.repeat * tile.vec * spec.w.itemsize // 4
-    return _ragged_row_images(spec, tile) > 0 and not op.rmsnorm and op.light_columns and words <= 32
 
 
 # Ragged output loops take all of a thread's vectors at once, but staged rows with a fused add
@@ -385,11 +377,11 @@ def _ragged_output_step(spec: KernelSpec, op: Op, tile: Tile) -> int:
 def ragged_first(call: KernelSpec, bucket: int) -> bool:
     """Whether a call (a spec of its semantics) whose rows are not 16-byte aligned takes
     ragged rows before narrower aligned vectors in a bucket: everywhere but unfused LayerNorm
-    held in registers that does not hold its gamma and beta through a row image, where
-    one-element accesses measured faster (docs/policy.md: ragged rows)."""
+    held in registers without a row image, where one-element accesses measured faster
+    (docs/policy.md: ragged rows)."""
     tile = one_pass_tile(call.x, bucket, call.x.vmax)
     op = _op(call)
-    return not (op.plain_ln and not tile.shared_bytes and not _ragged_hold_columns(call, op, tile))
+    return not (op.plain_ln and not tile.shared_bytes and not _ragged_row_images(call, tile))
 
 
 def _one_pass(spec: KernelSpec) -> bool:

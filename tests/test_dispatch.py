@@ -98,8 +98,8 @@ def test_choice_and_missing_instance_message(tmp_path):
         chosen = dispatch.choose(_call(save_stats=True), 1000, 8)
         assert chosen.name == "layernorm_fwd_bf16_nb1024_1p_v8_mv"
         # N % 8 == 4: v4 is not in the default set; a plain LayerNorm row held in registers
-        # takes one element an access (recipe.ragged_first) unless its ragged rows load
-        # through a row image, a staged one ragged rows
+        # takes one element an access (recipe.ragged_first) where its ragged rows load no
+        # row image, else (and staged) ragged rows
         assert dispatch.choose(_call(), 1004, 4).name == "layernorm_fwd_bf16_nb1024_1p_v1"
         assert dispatch.choose(_call(), 5003, 1).name == "layernorm_fwd_bf16_nb8192_1p_r8"
         assert dispatch.choose(_call(), 50257, 1).name == "layernorm_fwd_bf16_nb65536_1p_r8"

@@ -33,7 +33,6 @@ __device__ __forceinline__ void norm_fwd(const Params& p) {
   static_assert(K::kRowImages == 0 || (K::kRagged && !K::kStaged && K::kRowsPerBlock == 1 && K::kThreadsPerRow >= 32 &&
                                        K::kRowImages <= 2),
                 "a row image of one or two rows serves ragged rows in registers, one row of whole warps a block");
-  static_assert(!K::kHoldColumns || K::kRowImages > 0, "only rows loaded through a row image hold their columns across rows");
   static_assert(K::kResidualBatch == 1 || (K::kRagged && K::kStaged && K::kFusedAdd != 0 && K::kRepeat % K::kResidualBatch == 0),
                 "only staged ragged rows with a fused add load their residual in rounds of several vectors");
   static_assert(!K::kSegmentSteps || K::kRagged, "only ragged rows count their steps per warp segment");

@@ -282,12 +282,6 @@ __device__ __forceinline__ void ragged_rows(const Params& p) {
   };
   i64 base = Span::group() * static_cast<i64>(R);
   RaggedRaw<K, B, V> raw;
-  Columns<K, K::kHoldColumns ? P : 1, V> held_cols;  // (K::kHoldColumns) the same for every row
-  if constexpr (K::kHoldColumns) {
-#pragma unroll
-    for (int i = 0; i < P; ++i)
-      if (cols.inside(i)) held_cols.load_part_or_all(p, i, cols(i), cols.count(i));
-  }
   // a block's row copied into image b (x's, then the residual's), one cp.async group a row
   auto image = [&](int b, i64 row) {
     if constexpr (kImage) {
@@ -403,17 +397,13 @@ __device__ __forceinline__ void ragged_rows(const Params& p) {
       load(i, d);
 #pragma unroll
       for (int j = 0; j < V; ++j) d[j] -= st.shift;
-      if constexpr (K::kHoldColumns) {
-        outputs<K, P, V>(out, p, st, d, held_cols, i);
+      Columns<K, 1, V> c;
+      if (all) {
+        c.load(p, 0, cols(i));
       } else {
-        Columns<K, 1, V> c;
-        if (all) {
-          c.load(p, 0, cols(i));
-        } else {
-          c.load_part_or_all(p, 0, cols(i), cols.count(i));
-        }
-        outputs<K, 1, V>(out, p, st, d, c, 0);
+        c.load_part_or_all(p, 0, cols(i), cols.count(i));
       }
+      outputs<K, 1, V>(out, p, st, d, c, 0);
     };
     // The largest |output| of this thread's columns inside the row.
     auto row_absmax = [&](const Stats& st) {
