@@ -35,7 +35,7 @@ struct Traits {
   static constexpr bool kFoldShift = false;
   static constexpr int kRowImages = 1;
   static constexpr int kResidualBatch = 1;
-  static constexpr bool kSegmentSteps = false;
+  static constexpr bool kSegmentSteps = true;
 };
 }  // namespace
 

@@ -283,17 +283,22 @@ def _ragged_recipe(spec: KernelSpec, op: Op) -> Recipe:
                   row_cache=Cache.NORMAL, output_step=_ragged_output_step(spec, op, tile), column_prefetch=0,
                   column_registers=0, column_ahead=0, fold_shift=False, row_images=images,
                   residual_batch=_ragged_residual_batch(spec, op, tile),
-                  segment_steps=_ragged_segment_steps(spec, tile))
+                  segment_steps=_ragged_segment_steps(spec, op, tile))
 
 
 # Ragged rows count their steps per warp segment, but per row through a one-row image (fused
 # adds, fp32's eight vectors, 16-bit rows of 16384) and with a quant, where the per-lane
 # branches measured slower, and staged with a fused add, where they spilled 4-8 bytes at 64
-# registers (NVRTC 13.5: RMSNorm + add 32768 on sm_90, LayerNorm + add 131072 on sm_120;
-# docs/policy.md: ragged rows).
-def _ragged_segment_steps(spec: KernelSpec, tile: Tile) -> bool:
+# registers (NVRTC 13.5: RMSNorm + add 32768 on sm_90, LayerNorm + add 131072 on sm_120).
+# RMSNorm of one 16-bit input through an image in blocks of 256 threads or more counts per
+# segment whatever its image or quant: at 64 registers that measured as fast or faster
+# (LayerNorm's quant and one-row images spilled so; docs/policy.md: ragged rows).
+def _ragged_segment_steps(spec: KernelSpec, op: Op, tile: Tile) -> bool:
+    images = _ragged_row_images(spec, tile)
+    if images and op.rmsnorm and not op.prologue and spec.x != DType.FP32 and tile.block_threads >= 256:
+        return True
     staged_add = tile.stage_bytes > 0 and spec.fused_add != FusedAdd.NONE
-    return _ragged_row_images(spec, tile) != 1 and spec.quant == Quant.NONE and not staged_add
+    return images != 1 and spec.quant == Quant.NONE and not staged_add
 
 
 # A staged fused add's residual vectors loaded a round: all at once at 80-128 registers; at

@@ -137,10 +137,17 @@ def test_ragged_steps_are_counted_per_segment_but_through_a_one_row_image_with_a
     for name in ("rmsnorm_fwd_bf16_nb8192_1p_r8", "layernorm_fwd_bf16_nb4096_1p_r8",
                  "rmsnorm_fwd_bf16_add1_nb1024_1p_r8", "layernorm_fwd_bf16_nb65536_1p_r8"):
         assert recipe(parse_name(name)).segment_steps, name
-    # nor staged rows with a fused add (they spilled at 64 registers)
-    for name in ("rmsnorm_fwd_bf16_add1_nb8192_1p_r8", "rmsnorm_fwd_fp32_nb8192_1p_r4",
+    # ... and RMSNorm of one 16-bit input through an image in blocks of 256 threads or more,
+    # through one row's image or with a quant
+    for name in ("rmsnorm_fwd_bf16_nb16384_1p_r8", "rmsnorm_fwd_bf16_dqfp8_syfp32_nb8192_1p_r8",
+                 "rmsnorm_fwd_fp16_sqint8_nb16384_1p_r8"):
+        assert recipe(parse_name(name)).segment_steps, name
+    # nor staged rows with a fused add (they spilled at 64 registers), nor LayerNorm's quant
+    # or one-row image (they spilled), nor fp32's one-row image, nor 128-thread blocks with
+    # a quant
+    for name in ("rmsnorm_fwd_bf16_add1_nb8192_1p_r8", "rmsnorm_fwd_fp32_nb8192_1p_r4", "layernorm_fwd_bf16_nb16384_1p_r8",
                  "rmsnorm_fwd_bf16_add1_nb32768_1p_r8", "layernorm_fwd_bf16_add1_nb131072_1p_r8",
-                 "rmsnorm_fwd_bf16_nb16384_1p_r8", "layernorm_fwd_bf16_dqint8_syfp32_nb8192_1p_r8",
+                 "layernorm_fwd_bf16_dqint8_syfp32_nb8192_1p_r8", "rmsnorm_fwd_bf16_dqfp8_syfp32_nb4096_1p_r8",
                  "layernorm_fwd_bf16_dqint8_syfp32_nb65536_1p_r8", "layernorm_fwd_bf16_nb8192_1p_v8"):
         assert not recipe(parse_name(name)).segment_steps, name
 
