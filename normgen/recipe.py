@@ -294,11 +294,10 @@ def _ragged_recipe(spec: KernelSpec, op: Op) -> Recipe:
 # segment whatever its image or quant: at 64 registers that measured as fast or faster
 # (LayerNorm's quant and one-row images spilled so; docs/policy.md: ragged rows).
 def _ragged_segment_steps(spec: KernelSpec, op: Op, tile: Tile) -> bool:
-    images = _ragged_row_images(spec, tile)
-    if images and op.rmsnorm and not op.prologue and spec.x != DType.FP32 and tile.block_threads >= 256:
+    if _one_input_image(spec, op, tile) and op.rmsnorm and spec.x != DType.FP32 and tile.block_threads >= 256:
         return True
     staged_add = tile.stage_bytes > 0 and spec.fused_add != FusedAdd.NONE
-    return images != 1 and spec.quant == Quant.NONE and not staged_add
+    return _ragged_row_images(spec, tile) != 1 and spec.quant == Quant.NONE and not staged_add
 
 
 # A staged fused add's residual vectors loaded a round: all at once at 80-128 registers; at
@@ -354,15 +353,21 @@ def _ragged_row_images(spec: KernelSpec, tile: Tile) -> int:
 # blocks of 256 threads or more, 80 (three, as many as the image lets in) against two at 128
 # (docs/policy.md: ragged rows).
 def _ragged_image_registers(spec: KernelSpec, op: Op, tile: Tile) -> int:
-    images = _ragged_row_images(spec, tile)
-    if images and not op.prologue:
+    if _one_input_image(spec, op, tile):
         small_x = tile.repeat * tile.vec * spec.x.itemsize <= 64
         if small_x and (op.rmsnorm or (op.light_columns and spec.x != DType.FP16)):
             return min(64, tile.registers)
         return 80 if tile.block_threads <= 256 else tile.registers
-    if op.rmsnorm and spec.fused_add != FusedAdd.NONE and tile.block_threads >= 256 and images == 1:
+    one_row_add = spec.fused_add != FusedAdd.NONE and _ragged_row_images(spec, tile) == 1
+    if op.rmsnorm and one_row_add and tile.block_threads >= 256:
         return 80
     return tile.registers
+
+
+# Whether ragged rows load one input (no fused add or x-bias) through a row image: the rows
+# the budgets and step counts above single out.
+def _one_input_image(spec: KernelSpec, op: Op, tile: Tile) -> bool:
+    return _ragged_row_images(spec, tile) > 0 and not op.prologue
 
 
 # Ragged output loops take all of a thread's vectors at once, but staged rows with a fused add
