@@ -33,9 +33,9 @@ struct Traits {
   static constexpr int kColumnRegisters = 0;
   static constexpr int kColumnAhead = 0;
   static constexpr bool kFoldShift = false;
-  static constexpr int kRowImages = 0;
+  static constexpr int kRowImages = 1;
   static constexpr int kResidualBatch = 1;
-  static constexpr bool kSegmentSteps = true;
+  static constexpr bool kSegmentSteps = false;
 };
 }  // namespace
 

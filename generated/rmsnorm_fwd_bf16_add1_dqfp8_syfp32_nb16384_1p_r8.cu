@@ -23,7 +23,7 @@ struct Traits {
   static constexpr int kCluster = 1;
   static constexpr bool kStaged = false;
   static constexpr bool kStreamed = false;
-  static constexpr bool kLean = false;
+  static constexpr bool kLean = true;
   static constexpr bool kRagged = true;
   static constexpr bool kPackColumns = false;
   static constexpr bool kKeepOutputs = false;
@@ -33,13 +33,13 @@ struct Traits {
   static constexpr int kColumnRegisters = 0;
   static constexpr int kColumnAhead = 0;
   static constexpr bool kFoldShift = false;
-  static constexpr int kRowImages = 0;
+  static constexpr int kRowImages = 1;
   static constexpr int kResidualBatch = 1;
   static constexpr bool kSegmentSteps = false;
 };
 }  // namespace
 
-extern "C" __global__ void __launch_bounds__(512, 1)
+extern "C" __global__ void __launch_bounds__(512, 2)
 rmsnorm_fwd_bf16_add1_dqfp8_syfp32_nb16384_1p_r8(const normgen::Params p) {
   normgen::norm_fwd<Traits, false>(p);
 }

@@ -49,15 +49,16 @@ def unsupported_reason(spec: KernelSpec, device: Device) -> Optional[str]:
     copies of streamed rows need sm_90; streamed rows are built for sm_90's register file
     (ptxas spills them for sm_100 and sm_120); clusters past 8 blocks are non-portable, on
     sm_90 and sm_100 only; a staged block needs its shared memory."""
-    t = recipe(spec).tile
+    r = recipe(spec)
+    t = r.tile
     if t.stream_bytes and device.arch // 10 != 9:
         return f"streamed rows are built for sm_90, not {device.name}"
     if t.cluster > 1 and device.arch < 90:
         return f"thread-block clusters need sm_90 or newer, not {device.name}"
     if t.cluster > PORTABLE_CLUSTER and device.arch not in (90, 100):
         return f"clusters of {t.cluster} blocks run on sm_90 and sm_100 only, not {device.name}"
-    if t.shared_bytes > device.shared_optin:
-        return (f"{t.shared_bytes // 1024} KB of shared memory a block is more than "
+    if r.shared_bytes > device.shared_optin:
+        return (f"{r.shared_bytes // 1024} KB of shared memory a block is more than "
                 f"{device.name}'s {device.shared_optin // 1024} KB")
     return None
 

@@ -226,10 +226,17 @@ class Recipe:
     # rows a ragged register row's shared-memory image holds (ragged_rows.cuh): 2, this row and the
     # next in flight; 1, the next copied in once this one is read; 0, no image
     row_images: int
+    image_bytes: int  # ... the dynamic shared memory those images take (0: none)
     residual_batch: int  # staged ragged rows with a fused add: the residual's vectors loaded at a time (else 1)
     # ragged rows: steps counted per warp segment (those past the row's end skip its last
     # step, those before it take it whole), else per row (ragged.cuh: RaggedCols)
     segment_steps: bool
+
+    @property
+    def shared_bytes(self) -> int:
+        """The dynamic shared memory a block is launched with: its stage, its streamed
+        rows', or its row images."""
+        return self.tile.shared_bytes or self.image_bytes
 
     @property
     def full_symbol(self) -> Optional[str]:
@@ -264,6 +271,7 @@ def recipe(spec: KernelSpec) -> Recipe:
         column_ahead=_column_ahead(tile, fold),
         fold_shift=fold,
         row_images=0,
+        image_bytes=0,
         residual_batch=1,
         segment_steps=False,
     )
@@ -278,10 +286,14 @@ def _ragged_recipe(spec: KernelSpec, op: Op) -> Recipe:
     else:
         tile = replace(tile, registers=_ragged_image_registers(spec, op, tile))
     images = _ragged_row_images(spec, tile)
+    image_bytes = images * _ragged_image_bytes(spec, tile)
+    blocks = tile.min_blocks_per_sm
+    if image_bytes:
+        blocks = max(min(blocks, tiles.SHARED_PER_SM // (image_bytes + 1024)), 1)
     return Recipe(tile=tile, op=op, whole_row_kernel=False, kernels=((spec.symbol, False),),
-                  min_blocks_per_sm=tile.min_blocks_per_sm, pack_columns=False, keep_outputs=False,
+                  min_blocks_per_sm=blocks, pack_columns=False, keep_outputs=False,
                   row_cache=Cache.NORMAL, output_step=_ragged_output_step(spec, op, tile), column_prefetch=0,
-                  column_registers=0, column_ahead=0, fold_shift=False, row_images=images,
+                  column_registers=0, column_ahead=0, fold_shift=False, row_images=images, image_bytes=image_bytes,
                   residual_batch=_ragged_residual_batch(spec, op, tile),
                   segment_steps=_ragged_segment_steps(spec, op, tile))
 
@@ -326,7 +338,7 @@ def _ragged_staged_registers(spec: KernelSpec, op: Op, tile: Tile) -> int:
     return 80 if spec.x == DType.BF16 and spec.smooth is None else 128
 
 
-# Static shared memory a ragged register row's image of one row takes: a 16-byte slot per
+# Shared memory a ragged register row's image of one row takes: a 16-byte slot per
 # thread and vector, and one more per warp, for x and for a fused add's residual.
 def _ragged_image_bytes(spec: KernelSpec, tile: Tile) -> int:
     t = tile.threads_per_row
@@ -336,30 +348,46 @@ def _ragged_image_bytes(spec: KernelSpec, tile: Tile) -> int:
 
 # Ragged rows in registers copy their chunks into a shared-memory image (cp.async) instead of
 # holding the next row's in registers, where a block serves one row of whole warps: of two
-# rows where they fit in 40 KB of static shared memory (of the 48 a block may declare), the
-# next row's copies in flight while this one is waited for; else of one, where it fits
-# (docs/policy.md: ragged rows).
+# rows where they fit in TWO_ROW_IMAGE_BYTES, the next row's copies in flight while this one
+# is waited for; else of one, where it fits in IMAGE_BYTES (docs/policy.md: ragged rows).
 def _ragged_row_images(spec: KernelSpec, tile: Tile) -> int:
     if tile.stage_bytes or tile.threads_per_row < 32 or tile.rows_per_block != 1:
         return 0
-    return max((k for k in (2, 1) if k * _ragged_image_bytes(spec, tile) <= 40960), default=0)
+    one = _ragged_image_bytes(spec, tile)
+    if 2 * one <= TWO_ROW_IMAGE_BYTES:
+        return 2
+    return 1 if one <= IMAGE_BYTES else 0
 
 
-# Ragged rows in registers keep their tile's budget, but rows loaded through an image: of one
-# input (no fused add or x-bias), 64 registers (four 256-thread blocks an SM, eight of 128,
-# two of 512) where ptxas fits them there -- RMSNorm, and LayerNorm of bf16 or fp32 rows with
-# gamma and beta of x's precision, whose x takes at most 16 registers a thread -- else 80 in
-# blocks of up to 256 threads (three an SM); RMSNorm's fused adds through one row's image in
-# blocks of 256 threads or more, 80 (three, as many as the image lets in) against two at 128
+# A block's row images, in dynamic shared memory, take at most IMAGE_BYTES: what sm_86 and
+# sm_89 let a block opt into (99 KB), less its static reduction scratch. Two rows' images
+# take at most 40 KB: two of 64 KB (fused adds and fp32 rows of 8192) measured slower than one.
+IMAGE_BYTES = 96 * 1024
+TWO_ROW_IMAGE_BYTES = 40 * 1024
+
+
+# Ragged rows in registers keep their tile's budget, but rows loaded through an image:
+# - RMSNorm of 16-bit rows without an x-bias in 512-thread blocks (the 16384 bucket, fused adds
+#   too), 64 registers: two blocks an SM, against one at 80 or 128;
+# - rows of one input (no fused add or x-bias), 64 (four 256-thread blocks an SM, eight of 128)
+#   where ptxas fits them there -- RMSNorm, and LayerNorm of bf16 or fp32 rows with gamma and
+#   beta of x's precision, whose x takes at most 16 registers a thread -- else 80 in blocks of
+#   up to 256 threads (three an SM);
+# - RMSNorm's fused adds through one row's image in 256-thread blocks, 80 (three, as many as
+#   the image lets in) against two at 128.
+# LayerNorm's fused adds and fp32 rows of 16384 spilled at 64 (RMSNorm's on sm_100 and sm_120)
 # (docs/policy.md: ragged rows).
 def _ragged_image_registers(spec: KernelSpec, op: Op, tile: Tile) -> int:
+    images = _ragged_row_images(spec, tile)
+    if images and op.rmsnorm and spec.x != DType.FP32 and not spec.x_bias and tile.block_threads >= 512:
+        return 64
     if _one_input_image(spec, op, tile):
         small_x = tile.repeat * tile.vec * spec.x.itemsize <= 64
         if small_x and (op.rmsnorm or (op.light_columns and spec.x != DType.FP16)):
             return min(64, tile.registers)
         return 80 if tile.block_threads <= 256 else tile.registers
-    one_row_add = spec.fused_add != FusedAdd.NONE and _ragged_row_images(spec, tile) == 1
-    if op.rmsnorm and one_row_add and tile.block_threads >= 256:
+    one_row_add = spec.fused_add != FusedAdd.NONE and images == 1
+    if op.rmsnorm and one_row_add and tile.block_threads == 256:
         return 80
     return tile.registers
 
@@ -387,11 +415,12 @@ def _ragged_output_step(spec: KernelSpec, op: Op, tile: Tile) -> int:
 def ragged_first(call: KernelSpec, bucket: int) -> bool:
     """Whether a call (a spec of its semantics) whose rows are not 16-byte aligned takes
     ragged rows before narrower aligned vectors in a bucket: everywhere but unfused LayerNorm
-    held in registers without a row image, where one-element accesses measured faster
-    (docs/policy.md: ragged rows)."""
+    held in registers without a row image of at most TWO_ROW_IMAGE_BYTES, where one-element
+    accesses measured faster (docs/policy.md: ragged rows)."""
     tile = one_pass_tile(call.x, bucket, call.x.vmax)
     op = _op(call)
-    return not (op.plain_ln and not tile.shared_bytes and not _ragged_row_images(call, tile))
+    image = _ragged_row_images(call, tile) * _ragged_image_bytes(call, tile)
+    return not (op.plain_ln and not tile.shared_bytes and not 0 < image <= TWO_ROW_IMAGE_BYTES)
 
 
 def _one_pass(spec: KernelSpec) -> bool:

@@ -164,14 +164,14 @@ def _load(spec: KernelSpec, source_dir: Path, device: int, symbol: str, built: R
         props = runtime.getDeviceProperties(device)
         module = _module(spec, source_dir, device)
         func = module.get_function(symbol)  # cupy.cuda.function.Function: .ptr is the CUfunction
-        tile = built.tile
-        if tile.shared_bytes > 48 * 1024:  # beyond the default dynamic shared-memory limit
-            driver.funcSetAttribute(func.ptr, _MAX_DYNAMIC_SHARED_SIZE_BYTES, tile.shared_bytes)
+        tile, shared = built.tile, built.shared_bytes
+        if shared > 48 * 1024:  # beyond the default dynamic shared-memory limit
+            driver.funcSetAttribute(func.ptr, _MAX_DYNAMIC_SHARED_SIZE_BYTES, shared)
         if tile.cluster > devices.PORTABLE_CLUSTER:
             driver.funcSetAttribute(func.ptr, _NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1)
         per_sm = driver.occupancyMaxActiveBlocksPerMultiprocessor(
-            func.ptr, tile.block_threads, tile.shared_bytes)
+            func.ptr, tile.block_threads, shared)
         blocks = max(per_sm, 1) * props["multiProcessorCount"]
         groups = resident_clusters(func.ptr, tile) if tile.resident else max(blocks // tile.cluster, 1) * tile.waves
         return Kernel(spec, module, symbol, func.ptr, tile.block_threads, tile.rows_per_block,
-                      tile.cluster, tile.shared_bytes, groups)
+                      tile.cluster, shared, groups)

@@ -87,19 +87,24 @@ def test_tile_tables_hold_shapes():
 
 
 def test_ragged_rows_in_registers_load_through_a_row_image_where_it_fits():
-    # 16-bit rows of the 8192 bucket: an image of two rows
+    # 16-bit rows of the 8192 bucket: an image of two rows (at most 40 KB)
     for name in ("layernorm_fwd_bf16_nb8192_1p_r8", "rmsnorm_fwd_bf16_nb8192_1p_r8",
                  "layernorm_fwd_bf16_smfp32_dqint8_syfp32_nb8192_1p_r8"):
-        assert recipe(parse_name(name)).row_images == 2, name
-    # of one row where two pass 40 KB: a fused add's two inputs, fp32's eight vectors a
-    # thread, 16-bit rows of 16384
+        r = recipe(parse_name(name))
+        assert r.row_images == 2 and r.shared_bytes == r.image_bytes <= 40 * 1024, name
+    # of one row where two pass 40 KB and one fits 96 KB: a fused add's two inputs, fp32's
+    # eight vectors a thread, 16-bit rows of 16384, and fused adds and fp32 rows of 16384
     for name in ("rmsnorm_fwd_bf16_add1_nb8192_1p_r8", "layernorm_fwd_fp32_nb8192_1p_r4",
-                 "rmsnorm_fwd_bf16_nb16384_1p_r8"):
-        assert recipe(parse_name(name)).row_images == 1, name
-    # none where one row passes 40 KB, nor on staged or aligned rows
-    for name in ("rmsnorm_fwd_bf16_add1_nb16384_1p_r8", "layernorm_fwd_bf16_nb65536_1p_r8",
+                 "rmsnorm_fwd_bf16_nb16384_1p_r8", "rmsnorm_fwd_bf16_add1_nb16384_1p_r8",
+                 "layernorm_fwd_fp32_nb16384_1p_r4"):
+        r = recipe(parse_name(name))
+        assert r.row_images == 1 and r.shared_bytes == r.image_bytes <= 96 * 1024, name
+    # none where one row passes 96 KB, nor on staged or aligned rows
+    for name in ("rmsnorm_fwd_bf16_add1_nb32768_1p_r8", "layernorm_fwd_bf16_nb65536_1p_r8",
                  "layernorm_fwd_bf16_nb8192_1p_v8"):
-        assert recipe(parse_name(name)).row_images == 0, name
+        r = recipe(parse_name(name))
+        assert r.row_images == 0 and r.image_bytes == 0, name
+
 
 def test_staged_ragged_fused_adds_load_their_residual_in_rounds_their_budget_holds():
     def built(name):
@@ -122,7 +127,7 @@ def test_staged_ragged_fused_adds_load_their_residual_in_rounds_their_budget_hol
 
 
 def test_ragged_rms_fused_adds_through_a_one_row_image_take_three_blocks_an_sm():
-    # 80 registers in 256-thread blocks (the 8192 bucket): three blocks an SM, against two at 128
+    # 80 registers in 256-thread blocks (the 8192 and 16384 buckets): three blocks an SM, against two at 128
     for name in ("rmsnorm_fwd_bf16_add1_nb8192_1p_r8", "rmsnorm_fwd_fp16_add1_sqfp8_nb8192_1p_r8"):
         r = recipe(parse_name(name))
         assert (r.row_images, r.tile.registers, r.min_blocks_per_sm) == (1, 80, 3), name
@@ -131,6 +136,18 @@ def test_ragged_rms_fused_adds_through_a_one_row_image_take_three_blocks_an_sm()
     for name in ("layernorm_fwd_bf16_add1_nb8192_1p_r8", "rmsnorm_fwd_bf16_add1_nb4096_1p_r8",
                  "rmsnorm_fwd_bf16_xb_nb8192_1p_r8"):
         assert recipe(parse_name(name)).tile.registers == 128, name
+
+
+def test_ragged_rms_rows_of_512_threads_through_an_image_take_two_blocks_an_sm():
+    # 64 registers: two 512-thread blocks an SM (their 66 KB images let three in), against one
+    for name in ("rmsnorm_fwd_bf16_add1_nb16384_1p_r8", "rmsnorm_fwd_fp16_add1_dqint8_syfp32_nb16384_1p_r8",
+                 "rmsnorm_fwd_bf16_nb16384_1p_r8"):
+        r = recipe(parse_name(name))
+        assert (r.tile.block_threads, r.tile.registers, r.min_blocks_per_sm) == (512, 64, 2), name
+    # not fp32 rows (they spilled at 64 on sm_100 and sm_120), nor LayerNorm's fused adds
+    for name in ("rmsnorm_fwd_fp32_nb16384_1p_r4", "layernorm_fwd_bf16_add1_nb16384_1p_r8"):
+        r = recipe(parse_name(name))
+        assert r.row_images == 1 and (r.tile.registers, r.min_blocks_per_sm) == (128, 1), name
 
 
 def test_ragged_steps_are_counted_per_segment_where_that_measured_faster_and_did_not_spill():
@@ -146,6 +163,7 @@ def test_ragged_steps_are_counted_per_segment_where_that_measured_faster_and_did
     # or one-row image (they spilled), nor fp32's one-row image, nor 128-thread blocks with
     # a quant
     for name in ("rmsnorm_fwd_bf16_add1_nb8192_1p_r8", "rmsnorm_fwd_fp32_nb8192_1p_r4", "layernorm_fwd_bf16_nb16384_1p_r8",
+                 "rmsnorm_fwd_bf16_add1_nb16384_1p_r8", "rmsnorm_fwd_fp32_nb16384_1p_r4",
                  "rmsnorm_fwd_bf16_add1_nb32768_1p_r8", "layernorm_fwd_bf16_add1_nb131072_1p_r8",
                  "layernorm_fwd_bf16_dqint8_syfp32_nb8192_1p_r8", "rmsnorm_fwd_bf16_dqfp8_syfp32_nb4096_1p_r8",
                  "layernorm_fwd_bf16_dqint8_syfp32_nb65536_1p_r8", "layernorm_fwd_bf16_nb8192_1p_v8"):

@@ -317,11 +317,15 @@ def test_which_instances_have_a_whole_row_kernel(name, full):
 def test_rows_no_one_pass_bucket_holds_take_the_two_pass_pipeline():
     scalar = parse_name("layernorm_fwd_bf16_nb16384_1p_v1")  # registers
     assert "sub-word" in invalid_reason(replace(scalar, bucket=32768))  # staged: 32-bit words
-    # recipe.ragged_first: LayerNorm rows loaded through a row image take ragged rows, those
-    # without one (16-bit rows of 2048, several a block) one element an access
+    # recipe.ragged_first: LayerNorm rows loaded through a row image of at most 40 KB take
+    # ragged rows, those without one (16-bit rows of 2048, several a block) or with a larger
+    # one (fp32 rows of 16384) one element an access
     assert next(dispatch.candidates(scalar, 16000, 1)) == replace(scalar, vec=8, ragged=True)
     fp32 = parse_name("layernorm_fwd_fp32_nb8192_1p_v1")
     assert next(dispatch.candidates(fp32, 5003, 1)) == replace(fp32, vec=4, ragged=True)
+    fp32_wide = replace(fp32, bucket=16384)
+    assert recipe(replace(fp32_wide, vec=4, ragged=True)).row_images == 1
+    assert next(dispatch.candidates(fp32_wide, 12003, 1)) == fp32_wide
     short = replace(scalar, bucket=2048)
     assert next(dispatch.candidates(short, 2003, 1)) == short
     assert next(dispatch.candidates(scalar, 20000, 1)) == replace(scalar, bucket=32768, vec=8, ragged=True)
