@@ -16,10 +16,10 @@ struct Traits {
   static constexpr normgen::Quant kQuant = normgen::Quant::NONE;
   static constexpr bool kSmooth = false;
   static constexpr bool kSaveStats = false;
-  static constexpr int kThreadsPerRow = 128;
+  static constexpr int kThreadsPerRow = 256;
   static constexpr int kRowsPerBlock = 1;
   static constexpr int kVec = 8;
-  static constexpr int kRepeat = 4;
+  static constexpr int kRepeat = 2;
   static constexpr int kCluster = 1;
   static constexpr bool kStaged = false;
   static constexpr bool kStreamed = false;
@@ -28,7 +28,7 @@ struct Traits {
   static constexpr bool kPackColumns = false;
   static constexpr bool kKeepOutputs = false;
   static constexpr normgen::Cache kRowCache = normgen::Cache::KEEP_L2;
-  static constexpr int kOutputStep = 4;
+  static constexpr int kOutputStep = 2;
   static constexpr int kColumnPrefetch = 0;
   static constexpr int kColumnRegisters = 0;
   static constexpr int kColumnAhead = 0;
@@ -39,7 +39,7 @@ struct Traits {
 };
 }  // namespace
 
-extern "C" __global__ void __launch_bounds__(128, 4)
+extern "C" __global__ void __launch_bounds__(256, 2)
 rmsnorm_fwd_fp16_nb4096_1p_v8(const normgen::Params p) {
   normgen::norm_fwd<Traits, false>(p);
 }

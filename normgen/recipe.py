@@ -161,10 +161,16 @@ class Op:
         return not self.rmsnorm and not self.fused
 
     @property
+    def plain_rms(self) -> bool:
+        """Unfused RMSNorm, whose tile may differ too (tiles.PLAIN_RMS_TILES)."""
+        return self.rmsnorm and not self.fused
+
+    @property
     def tables(self) -> list:
         """The tables that may replace tiles.ONE_PASS_TILES' entry, first match first."""
         streamed = [tiles.STREAMED_TILES] if self.quant_ln and self.light_columns else []
-        own = streamed + [tiles.QUANT_LN_TILES] if self.quant_ln else [tiles.LEAN_LN_TILES] if self.plain_ln else []
+        own = (streamed + [tiles.QUANT_LN_TILES] if self.quant_ln else [tiles.LEAN_LN_TILES] if self.plain_ln
+               else [tiles.PLAIN_RMS_TILES] if self.plain_rms else [])
         return own + ([tiles.SINGLE_INPUT_TILES] if not self.prologue and not self.quant_ln else [])
 
 

@@ -123,6 +123,14 @@ LEAN_LN_TILES: dict[int, dict[int, Shape]] = {
     },
 }
 
+# Unfused 16-bit RMSNorm rows of 4096 over whole 16-byte vectors, two vectors a thread: each
+# warp's chain of instructions half as long as at 128 threads, which a lone row waits on.
+PLAIN_RMS_TILES: dict[int, dict[int, Shape]] = {
+    2: {
+        4096: Shape(256),
+    },
+}
+
 # fp32 rows of 32768 that read x alone (LayerNorm's dynamic quant aside) are staged in one
 # 1024-thread block instead of a cluster of two: no cluster exchange.
 SINGLE_INPUT_TILES: dict[int, dict[int, Shape]] = {

@@ -80,10 +80,21 @@ def test_a_spec_holds_identity_only():
 
 def test_tile_tables_hold_shapes():
     tables = (tiles.ONE_PASS_TILES, tiles.QUANT_LN_TILES, tiles.STREAMED_TILES, tiles.LEAN_LN_TILES,
-              tiles.SINGLE_INPUT_TILES)
+              tiles.SINGLE_INPUT_TILES, tiles.PLAIN_RMS_TILES)
     shapes = [shape for table in tables for entries in table.values() for shape in entries.values()]
     assert shapes and all(isinstance(s, tiles.Shape) and isinstance(s.store, tiles.Store) for s in shapes)
     assert {s.store for s in tiles.STREAMED_TILES[DType.BF16].values()} == {tiles.Store.STREAMED}
+
+
+def test_unfused_16_bit_rmsnorm_rows_of_4096_take_256_threads():
+    for name in ("rmsnorm_fwd_bf16_nb4096_1p_v8", "rmsnorm_fwd_fp16_wfp32_nb4096_1p_v8_mv"):
+        t = recipe(parse_name(name)).tile
+        assert (t.threads_per_row, t.repeat) == (256, 2), name
+    # not with a fused add or a quant, nor LayerNorm's, nor fp32 rows, nor ragged rows
+    for name in ("rmsnorm_fwd_bf16_add1_nb4096_1p_v8", "rmsnorm_fwd_bf16_sqint8_nb4096_1p_v8",
+                 "layernorm_fwd_bf16_nb4096_1p_v8", "rmsnorm_fwd_bf16_nb4096_1p_r8"):
+        assert recipe(parse_name(name)).tile.threads_per_row == 128, name
+    assert recipe(parse_name("rmsnorm_fwd_fp32_nb4096_1p_v4")).tile.repeat == 4
 
 
 def test_ragged_rows_in_registers_load_through_a_row_image_where_it_fits():
