@@ -266,8 +266,8 @@ __device__ __forceinline__ void ragged_rows(const Params& p) {
   __shared__ ReduceScratch<T, R, stat_values<K>()> sh_stats[S], sh_again[S];
   constexpr int kIn = 1 + kAdd;  // inputs moved as chunks: x, and the residual
   __shared__ uint4 edge[kStaged ? kIn : 1][kStaged ? P : 1][kStaged ? T / 32 : 1];  // (stage_ragged)
-  // the row images (Recipe.image_bytes), in dynamic shared memory: two rows of a fused add
-  // pass the 48 KB a block may declare statically
+  // the row images (Recipe.image_bytes), in dynamic shared memory: one row of a fused add
+  // of 16384 passes the 48 KB a block may declare statically
   extern __shared__ uint4 stage_words[];
   using Images = uint4[kImage ? kImages : 1][kImage ? kIn : 1][kImage ? P : 1][kImage ? T + T / 32 : 1];
   Images& img = *reinterpret_cast<Images*>(stage_words);
