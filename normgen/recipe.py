@@ -68,10 +68,16 @@ class Tile:
         registers a thread, which keeps two 256-thread blocks on an SM; staged blocks must
         share an SM (that is their point): 64 registers unless the table says otherwise
         (docs/policy.md: min_blocks_per_sm)."""
-        blocks = tiles.REGISTERS_PER_SM // (self.block_threads * self.registers)
-        if self.shared_bytes:
-            blocks = min(blocks, tiles.SHARED_PER_SM // (self.shared_bytes + 1024))
-        return max(blocks, 1)
+        return blocks_per_sm(self, self.shared_bytes)
+
+
+def blocks_per_sm(tile: Tile, shared_bytes: int) -> int:
+    """Blocks of a tile an SM holds at its register budget and with shared_bytes of dynamic
+    shared memory each (and up to 1 KB of static scratch): at least 1."""
+    blocks = tiles.REGISTERS_PER_SM // (tile.block_threads * tile.registers)
+    if shared_bytes:
+        blocks = min(blocks, tiles.SHARED_PER_SM // (shared_bytes + 1024))
+    return max(blocks, 1)
 
 
 # At most this many accesses per thread in a one-pass row of a 512-thread block (twice as
@@ -292,12 +298,10 @@ def _ragged_recipe(spec: KernelSpec, op: Op) -> Recipe:
     else:
         tile = replace(tile, registers=_ragged_image_registers(spec, op, tile))
     images = _ragged_row_images(spec, tile)
-    image_bytes = images * _ragged_image_bytes(spec, tile)
-    blocks = tile.min_blocks_per_sm
-    if image_bytes:
-        blocks = max(min(blocks, tiles.SHARED_PER_SM // (image_bytes + 1024)), 1)
+    image_bytes = _ragged_images_bytes(spec, tile)
     return Recipe(tile=tile, op=op, whole_row_kernel=False, kernels=((spec.symbol, False),),
-                  min_blocks_per_sm=blocks, pack_columns=False, keep_outputs=False,
+                  min_blocks_per_sm=blocks_per_sm(tile, tile.shared_bytes or image_bytes), pack_columns=False,
+                  keep_outputs=False,
                   row_cache=Cache.NORMAL, output_step=_ragged_output_step(spec, op, tile), column_prefetch=0,
                   column_registers=0, column_ahead=0, fold_shift=False, row_images=images, image_bytes=image_bytes,
                   residual_batch=_ragged_residual_batch(spec, op, tile),
@@ -365,6 +369,11 @@ def _ragged_row_images(spec: KernelSpec, tile: Tile) -> int:
     return 1 if one <= IMAGE_BYTES else 0
 
 
+# The shared memory all of a block's row images take (0: none).
+def _ragged_images_bytes(spec: KernelSpec, tile: Tile) -> int:
+    return _ragged_row_images(spec, tile) * _ragged_image_bytes(spec, tile)
+
+
 # A block's row images, in dynamic shared memory, take at most IMAGE_BYTES: what sm_86 and
 # sm_89 let a block opt into (99 KB), less its static reduction scratch. Two rows' images
 # take at most 40 KB: two of 64 KB (fused adds and fp32 rows of 8192) measured slower than one.
@@ -425,7 +434,7 @@ def ragged_first(call: KernelSpec, bucket: int) -> bool:
     accesses measured faster (docs/policy.md: ragged rows)."""
     tile = one_pass_tile(call.x, bucket, call.x.vmax)
     op = _op(call)
-    image = _ragged_row_images(call, tile) * _ragged_image_bytes(call, tile)
+    image = _ragged_images_bytes(call, tile)
     return not (op.plain_ln and not tile.shared_bytes and not 0 < image <= TWO_ROW_IMAGE_BYTES)
 
 
