@@ -216,6 +216,13 @@ def instances(name: str) -> list[KernelSpec]:
     return found
 
 
+def serves(spec: KernelSpec, n: int) -> bool:
+    """Whether spec serves rows of n: any length up to its bucket for ragged rows, whole
+    vectors up to it for the others (two-pass instances: any whole vectors)."""
+    whole = spec.ragged or n % spec.vec == 0
+    return whole and (spec.bucket is None or n <= spec.bucket)
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("name", help="an instance name, or a glob over the default set")
@@ -232,7 +239,7 @@ def main(argv=None) -> None:
         jobs = []
         for spec in specs:
             n = args.n or spec.bucket
-            if n is None or n % spec.vec or (spec.bucket and n > spec.bucket):
+            if n is None or not serves(spec, n):
                 if len(specs) == 1:
                     raise ValueError(f"{spec.name} does not serve N={args.n}" if n else "a two-pass instance needs N")
                 continue

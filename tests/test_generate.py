@@ -209,6 +209,18 @@ def test_tuning_overrides_recipe_fields():
             tune.overridden(spec, tune.parse_variant(bad))
 
 
+def test_tuning_serves_the_lengths_the_dispatcher_does():
+    """scripts/tune.py times a ragged instance at any length of its bucket, an aligned one at
+    whole vectors of it, a two-pass one at any whole vectors."""
+    tune = _tune()
+    ragged = parse_name("layernorm_fwd_bf16_dqint8_syfp32_nb8192_1p_r8")
+    aligned = parse_name("layernorm_fwd_bf16_dqint8_syfp32_nb8192_1p_v8")
+    two_pass = parse_name("layernorm_fwd_bf16_2p_v8")
+    assert [tune.serves(ragged, n) for n in (5003, 8192, 8193)] == [True, True, False]
+    assert [tune.serves(aligned, n) for n in (5003, 5000, 8200)] == [False, True, False]
+    assert [tune.serves(two_pass, n) for n in (5003, 100000)] == [False, True]
+
+
 def test_tuning_counts_the_benchmarks_bytes():
     """scripts/tune.py's ratio to copy counts the bytes the benchmark counts for its calls."""
     tune = _tune()
