@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # The GPU suite, as run on the GPU machine: logs under $OUT, a short summary last.
 # Usage: bash scripts/device_suite.sh [pytest args...]   (default: tests)
-# JOBS (default 6) pytest processes share the run (--shard k/JOBS): the suite is bound by
-# NVRTC and the NumPy reference on the CPU, not by the GPU; more than 8 can exhaust the GPU's
-# memory (each process's CuPy pool keeps gigabytes). With EXTRA=1 (the default) it then runs
+# JOBS pytest processes share the run (--shard k/JOBS), spread over the machine's GPUs
+# (CUDA_VISIBLE_DEVICES, shard k on GPU k mod GPUS): the suite is bound by NVRTC and the
+# NumPy reference on the CPU, not by the GPU, so JOBS defaults to 6 a GPU while the CPU cores
+# allow it (one 16-core GPU machine: 6); more than 8 on one GPU can exhaust its memory (each
+# process's CuPy pool keeps gigabytes). With EXTRA=1 (the default) it then runs
 # test_gpu_instances.py over each selection in scripts/extra_selections.txt, generated into
 # a folder of its own, all at once. LIMIT (seconds, default none) interrupts each pytest so
 # that it still reports what failed so far. Then, with SANITIZE=1 (the default),
@@ -16,11 +18,14 @@ export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 OUT="${OUT:-/tmp/normgen-out}"; mkdir -p "$OUT"
 rm -f "$OUT"/extra*.log "$OUT"/sanitize.log "$OUT"/soak.log  # an earlier run's, which the summary would report as this one's
 export HYPOTHESIS_DATABASE_DIR="$OUT/hypothesis"; mkdir -p "$HYPOTHESIS_DATABASE_DIR"
-JOBS="${JOBS:-6}"
+GPUS="$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')"; [ "$GPUS" -ge 1 ] || GPUS=1
+CORES="$(nproc)"; PER_GPU=$(( CORES / GPUS * 6 / 16 )); [ "$PER_GPU" -ge 1 ] || PER_GPU=1
+[ "$PER_GPU" -le 6 ] || PER_GPU=6
+JOBS="${JOBS:-$(( PER_GPU * GPUS ))}"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv > "$OUT/gpu.txt" 2>&1
 run() { if [ -n "${LIMIT:-}" ]; then timeout -s INT "$LIMIT" "$@"; else "$@"; fi; }
 for k in $(seq 0 $((JOBS - 1))); do
-  HYPOTHESIS_DATABASE_DIR="$OUT/hypothesis" \
+  CUDA_VISIBLE_DEVICES=$(( k % GPUS )) HYPOTHESIS_DATABASE_DIR="$OUT/hypothesis" \
     run python3 -m pytest -q -p no:cacheprovider --maxfail=30 -rfE --durations=5 --shard "$k/$JOBS" "${@:-tests}" \
     > "$OUT/pytest.$k.log" 2>&1 &
 done
@@ -41,13 +46,14 @@ for line in sys.stdin:
 print(", ".join(f"{v} {k}" for k, v in counts.items() if k != "deselected"),
       f"in {secs:.2f}s ({shards} shards of '"$JOBS"')")')
 echo "$total" >> "$OUT/pytest.log"
+echo "pytest: $total"  # now, in case a later stage outlives the call
 i=0
 if [ "${EXTRA:-1}" = 1 ]; then
   while IFS= read -r flags; do
     case "$flags" in ''|'#'*) continue;; esac
     i=$((i + 1)); dir="$(mktemp -d)"  # not under $OUT: an interrupted run leaves only logs there
     ( eval "python3 generate.py --out $dir $flags" > "$OUT/extra$i.log" 2>&1
-      NORMGEN_GENERATED_DIR="$dir" run python3 -m pytest -q -p no:cacheprovider --maxfail=10 -rfE \
+      CUDA_VISIBLE_DEVICES=$(( i % GPUS )) NORMGEN_GENERATED_DIR="$dir" run python3 -m pytest -q -p no:cacheprovider --maxfail=10 -rfE \
         tests/test_gpu_instances.py --select "$flags" >> "$OUT/extra$i.log" 2>&1
       rm -rf "$dir" ) &
   done < scripts/extra_selections.txt
