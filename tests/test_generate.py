@@ -182,12 +182,16 @@ def test_templates_are_strict():
         codegen._env.from_string("{{ no_such_thing }}").render()
 
 
+def _script(name: str):
+    path = Path(__file__).resolve().parent.parent / "scripts" / f"{name}.py"
+    mod_spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(mod_spec)
+    mod_spec.loader.exec_module(module)
+    return module
+
+
 def _tune():
-    path = Path(__file__).resolve().parent.parent / "scripts" / "tune.py"
-    mod_spec = importlib.util.spec_from_file_location("tune", path)
-    tune = importlib.util.module_from_spec(mod_spec)
-    mod_spec.loader.exec_module(tune)
-    return tune
+    return _script("tune")
 
 
 def test_tuning_overrides_recipe_fields():
@@ -219,6 +223,37 @@ def test_tuning_serves_the_lengths_the_dispatcher_does():
     assert [tune.serves(ragged, n) for n in (5003, 8192, 8193)] == [True, True, False]
     assert [tune.serves(aligned, n) for n in (5003, 5000, 8200)] == [False, True, False]
     assert [tune.serves(two_pass, n) for n in (5003, 100000)] == [False, True]
+
+
+def test_profile_lines_sums_counts_by_innermost_line():
+    """scripts/profile_lines.py joins ncu's per-address counts (offsets from the kernel's first
+    address) with nvdisasm -g's line table, by the innermost line; unlisted addresses go
+    under None."""
+    lines = _script("profile_lines")
+    page = (
+        '"Kernel Name","k",\n'
+        '"Address","Source","Instructions Executed","Warp Stall Sampling (All Samples)"\n'
+        '"0x7f0000001000","LDC R1, c[0x0][0x28]","10","3"\n'
+        '"0x7f0000001010","FADD R2, R3, R4","40","1"\n'
+        '"0x7f0000001020","FFMA R2, R3, R4, R5","40","0"\n'
+        '"0x7f0000001030","EXIT","0","0"\n')
+    listing = (
+        '\t//## File "/t/templates/kernels/stats.cuh", line 34\n'
+        "        /*0000*/                   LDC R1, c[0x0][0x28] ;\n"
+        '\t//## File "/t/templates/kernels/epilogue.cuh", line 18 inlined at "/t/k.cu", line 3\n'
+        "        /*0010*/                   FADD R2, R3, R4 ;\n"
+        "        /*0020*/                   FFMA R2, R3, R4, R5 ;\n")
+    counts = lines.executed(page)
+    assert counts == {0x0: 10, 0x10: 40, 0x20: 40, 0x30: 0}
+    where = lines.source_lines(listing)
+    assert where == {0x0: ("stats.cuh", 34), 0x10: ("epilogue.cuh", 18), 0x20: ("epilogue.cuh", 18)}
+    totals = lines.by_line(counts, where)
+    assert totals == {("epilogue.cuh", 18): 80, ("stats.cuh", 34): 10, None: 0}
+    table = lines.table(totals, rows=10, top=2).splitlines()
+    assert table[0].startswith("9.0 warp instructions a row")
+    text = (Path(lines.__file__).resolve().parent.parent / "templates" / "kernels" / "epilogue.cuh").read_text()
+    assert "epilogue.cuh:18" in table[1] and "88.9%" in table[1]
+    assert table[1].endswith(text.splitlines()[17].strip()[:72])
 
 
 def test_tuning_counts_the_benchmarks_bytes():
