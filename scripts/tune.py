@@ -14,7 +14,10 @@ rendered into a scratch folder, loaded by normgen.runtime.load and launched thro
 normgen.dispatch.plan_with on the same inputs. One line per variant, the committed recipe
 first: its overrides, microseconds per call (normgen.bench.time_events) and its bandwidth as
 a fraction of the copy's; --check: whether its outputs equal the committed recipe's bit for
-bit; --ptxas: compiled by NVRTC instead, with the registers and spills ptxas reports.
+bit, and their digest (the inputs are seeded: another tree's tune.py at the same call prints
+the same digest where its kernel computes the same bits, so two trees' templates compare by
+running each tree's tune.py in turn); --ptxas: compiled by NVRTC instead, with the
+registers and spills ptxas reports.
 Under ncu: `ncu -k regex:NAME --launch-skip 3 --launch-count 1 python scripts/tune.py NAME`.
 """
 from __future__ import annotations
@@ -24,6 +27,7 @@ import dataclasses
 import enum
 import fnmatch
 import functools
+import hashlib
 import sys
 import tempfile
 from pathlib import Path
@@ -202,8 +206,9 @@ def timed(spec: KernelSpec, variants: list[dict], n: int, m: int, check: bool, c
         first = first or outs
         same = len(outs) == len(first) and all(torch.equal(a, b) for a, b in zip(outs, first))
         ms = bench.time_events(lambda: plan.run(*args))
+        digest = hashlib.sha1(b"".join(o.contiguous().cpu().numpy().tobytes() for o in outs)).hexdigest()[:12]
         print(f"{label(variant):48s} {ms * 1e3:9.1f} us {moved / ms / 1e6 / copy:6.3f} of copy  "
-              f"groups {kernel.max_groups}" + (f"  outputs {'identical' if same else 'DIFFER'}" if check else ""),
+              f"groups {kernel.max_groups}" + (f"  outputs {'identical' if same else 'DIFFER'} {digest}" if check else ""),
               flush=True)
 
 
