@@ -30,9 +30,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import tune  # noqa: E402
-from normgen import bench  # noqa: E402
 from normgen import compile as nvrtc  # noqa: E402
-from normgen.spec import parse_name  # noqa: E402
+from normgen.recipe import Recipe  # noqa: E402
+from normgen.spec import KernelSpec, parse_name  # noqa: E402
 
 LAUNCHES = 3  # ncu profiles the second: the first loads the module
 _ADDRESS = re.compile(r"^\s*/\*([0-9a-f]{4,})\*/")
@@ -94,16 +94,14 @@ def table(totals: collections.Counter, rows: int, top: int) -> str:
     return "\n".join(out)
 
 
-def launch(name: str, n: int, m: int, variant: dict[str, str]) -> None:
-    """NAME's kernel, built with the line table, launched LAUNCHES times on random rows."""
+def launch(spec: KernelSpec, built: Recipe, n: int, m: int) -> None:
+    """spec's kernel, built from `built` with the line table, launched LAUNCHES times on random rows."""
     import torch
-    from normgen import dispatch, runtime
+    from normgen import dispatch
 
     with_lineinfo()
-    spec = parse_name(name)
-    built = tune.overridden(spec, variant)
     with tempfile.TemporaryDirectory(prefix="normgen-lines-") as scratch:
-        kernel = runtime.load(spec, tune.render(spec, built, Path(scratch)), torch.cuda.current_device(), n, built)
+        kernel = tune.loaded(spec, built, n, Path(scratch))
     arrays, options = tune.call_arguments(spec, m, n)
     plan, args = dispatch.plan_with(kernel, spec.norm, *arrays, **options)
     for _ in range(LAUNCHES):
@@ -111,11 +109,13 @@ def launch(name: str, n: int, m: int, variant: dict[str, str]) -> None:
     torch.cuda.synchronize()
 
 
-def capture(name: str, n: int, m: int, sets: list[str], out: Path) -> Path:
-    """ncu's counts and the disassembled cubin of NAME's build, under out/NAME.*."""
+def capture(spec: KernelSpec, built: Recipe, sets: list[str], n: int, m: int, out: Path) -> Path:
+    """ncu's counts and the disassembled cubin of spec's build from `built` (the variant that
+    `sets`, the --set flags, spell for ncu's child process), under out/NAME.*."""
     from normgen import runtime
 
     out.mkdir(parents=True, exist_ok=True)
+    name = spec.name
     stem = out / name
     flags = [f"--set={s}" for s in sets]
     subprocess.run(["ncu", "--clock-control", "none", "--cache-control", "none", "-k", f"regex:^{name}",
@@ -126,8 +126,6 @@ def capture(name: str, n: int, m: int, sets: list[str], out: Path) -> Path:
                            "sass"], check=True, capture_output=True, text=True).stdout
     Path(f"{stem}.sass.csv").write_text(page)
     with_lineinfo()
-    spec = parse_name(name)
-    built = tune.overridden(spec, tune.parse_variant(",".join(sets)))
     with tempfile.TemporaryDirectory(prefix="normgen-lines-") as scratch:
         folder = tune.render(spec, built, Path(scratch))
         cubin = nvrtc.compile_file(folder / spec.file_name, runtime.device_arch(0)).cubin
@@ -157,25 +155,22 @@ def main(argv=None) -> None:
     args = ap.parse_args(argv)
     if args.report is not None:  # (N, where given, lands in the first positional)
         n = int(args.name) if args.name and args.name.isdigit() else parse_name(args.report.name).bucket
-        print(report(args.report, args.rows or max(bench.ELEMENTS // n, 1), args.top))
+        print(report(args.report, args.rows or tune.default_rows(n), args.top))
         return
     if args.name is None:
         ap.error("an instance name, or --report DIR/NAME")
     try:
         spec = parse_name(args.name)
-        n = args.n or spec.bucket
-        if n is None or not tune.serves(spec, n):
-            raise ValueError(f"{spec.name} does not serve N={args.n}" if n else "a two-pass instance needs N")
-        variant = tune.parse_variant(",".join(args.sets))
-        tune.overridden(spec, variant)
-    except ValueError as e:
+        n = tune.row_length(spec, args.n)
+        built = tune.overridden(spec, tune.parse_variant(",".join(args.sets)))
+    except ValueError as e:  # (a SpecError is one)
         ap.error(str(e))
-    m = args.rows or max(bench.ELEMENTS // n, 1)
+    m = args.rows or tune.default_rows(n)
     if args.launch:
-        launch(args.name, n, m, variant)
+        launch(spec, built, n, m)
         return
-    stem = capture(args.name, n, m, args.sets, args.out)
-    print(f"# {args.name} N={n} rows={m}: {stem}.*")
+    stem = capture(spec, built, args.sets, n, m, args.out)
+    print(f"# {spec.name} N={n} rows={m}: {stem}.*")
     print(report(stem, m, args.top))
 
 

@@ -31,6 +31,7 @@ import hashlib
 import sys
 import tempfile
 from pathlib import Path
+from typing import Optional
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from normgen import bench, codegen, matrix  # noqa: E402
@@ -181,9 +182,18 @@ def ptxas(spec: KernelSpec, variants: list[dict], scratch: Path) -> None:
               f"{res['spill_loads']} bytes, stack {res['stack']}", flush=True)
 
 
+def loaded(spec: KernelSpec, built: Recipe, n: int, folder: Path):
+    """spec's kernel for rows of n, rendered from `built` into folder and loaded on the
+    current device (normgen.runtime.Kernel)."""
+    import torch
+    from normgen import runtime
+
+    return runtime.load(spec, render(spec, built, folder), torch.cuda.current_device(), n, built)
+
+
 def timed(spec: KernelSpec, variants: list[dict], n: int, m: int, check: bool, copy: float, scratch: Path) -> None:
     import torch
-    from normgen import dispatch, runtime
+    from normgen import dispatch
 
     call = spec.scalar_two_pass
     served = dispatch.shipped(call, n, max(v for v in (8, 4, 2, 1) if v <= spec.x.vmax and n % v == 0))
@@ -194,7 +204,7 @@ def timed(spec: KernelSpec, variants: list[dict], n: int, m: int, check: bool, c
     for i, variant in enumerate(variants):
         built = overridden(spec, variant)
         try:
-            kernel = runtime.load(spec, render(spec, built, scratch / str(i)), torch.cuda.current_device(), n, built)
+            kernel = loaded(spec, built, n, scratch / str(i))
         except nvrtc.CompileError as e:
             print(f"{label(variant):48s} {compile_failure(e)}", flush=True)
             continue
@@ -228,6 +238,19 @@ def serves(spec: KernelSpec, n: int) -> bool:
     return whole and (spec.bucket is None or n <= spec.bucket)
 
 
+def row_length(spec: KernelSpec, n: Optional[int]) -> int:
+    """n, or spec's bucket where n is None; ValueError where spec does not serve that length."""
+    length = n or spec.bucket
+    if length is None or not serves(spec, length):
+        raise ValueError(f"{spec.name} does not serve N={n}" if length else "a two-pass instance needs N")
+    return length
+
+
+def default_rows(n: int) -> int:
+    """The benchmark's rows for rows of n: 2^27 elements in all."""
+    return max(bench.ELEMENTS // n, 1)
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("name", help="an instance name, or a glob over the default set")
@@ -243,14 +266,15 @@ def main(argv=None) -> None:
         variants = [{}] + [parse_variant(v) for v in args.variants]
         jobs = []
         for spec in specs:
-            n = args.n or spec.bucket
-            if n is None or not serves(spec, n):
+            try:
+                n = row_length(spec, args.n)
+            except ValueError:
                 if len(specs) == 1:
-                    raise ValueError(f"{spec.name} does not serve N={args.n}" if n else "a two-pass instance needs N")
+                    raise
                 continue
             for variant in variants:  # every variant checked before anything runs
                 overridden(spec, variant)
-            jobs.append((spec, n, args.rows or max(bench.ELEMENTS // n, 1)))
+            jobs.append((spec, n, args.rows or default_rows(n)))
         if not jobs:
             raise ValueError(f"no instance matching {args.name!r} serves N={args.n}")
     except (ValueError, SpecError) as e:
