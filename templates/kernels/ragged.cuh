@@ -101,13 +101,21 @@ template <typename T, int V> struct RaggedIn {
       *to = make_uint4(w[0], w[1], w[2], w[3]);
     }
   }
-  // The chunk at base + at into shared memory at `to`, all by cp.async: the row's bytes of it
-  // (and what precedes the row in its first chunk), zeros past the row's end and where !live.
-  __device__ __forceinline__ void copy_chunk_async(uint4* to, int at, bool live) const {
-    const int inside = live ? min(max((n - (at - s)) * static_cast<int>(sizeof(T)), 0), 16) : 0;
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(static_cast<unsigned>(__cvta_generic_to_shared(to))),
-                 "l"(__cvta_generic_to_global(base + at)), "r"(inside)
-                 : "memory");
+  // The row's bytes in the chunk at base + at: 16 inside the row (what precedes the row in
+  // its first chunk counts), fewer at its end, 0 past it.
+  __device__ __forceinline__ int bytes_in(int at) const {
+    return min(max((n - (at - s)) * static_cast<int>(sizeof(T)), 0), 16);
+  }
+  // The chunk at `from` (in this row) into shared memory at address `to` by cp.async, which
+  // the caller waits for: whole (kWhole), else its first `bytes` bytes and zeros.
+  template <bool kWhole>
+  __device__ __forceinline__ static void copy_async(unsigned to, const T* from, int bytes = 16) {
+    const size_t global = __cvta_generic_to_global(from);
+    if constexpr (kWhole) {
+      asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(to), "l"(global) : "memory");
+    } else {
+      asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(to), "l"(global), "r"(bytes) : "memory");
+    }
   }
   // A vector's columns from its chunk *a and the chunk after it *b (read only where the row
   // does not start on a chunk: s != 0), both as copied into shared memory.
@@ -339,6 +347,7 @@ template <int kStride, int V, int W, bool kSegment> struct RaggedCols {
       steps = whole + 1;
     }
   }
+  static constexpr int kStep = kStride * V;  // columns from a thread's vector to its next
   __device__ __forceinline__ int operator()(int i) const { return (i * kStride + lane) * V; }
   __device__ __forceinline__ bool inside(int i) const { return (*this)(i) < n; }
   __device__ __forceinline__ int count(int i) const { return min(max(n - (*this)(i), 0), V); }

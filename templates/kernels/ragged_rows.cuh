@@ -211,17 +211,26 @@ __device__ __forceinline__ void stage_ragged(RaggedHeld<K, P, V, true>& held,
 
 // A row's chunks copied as they lie into a shared-memory image (cp.async, waited for with
 // the row's others): slot t + t / 32 holds thread t's chunk, the slot after a warp's last
-// lane's the chunk after it, so that every lane's vector starts in its slot and ends in the next.
+// lane's the chunk after it, so that every lane's vector starts in its slot and ends in the
+// next. Steps whose vectors all lie inside the segment's part of the row copy whole chunks;
+// the step holding the row's end, and the chunk after the last lane's, only the row's bytes.
 template <class K, int P, int V, int S2, class Cols>
 __device__ __forceinline__ void image_row(uint4 (&im)[P][S2], const RaggedIn<typename K::X, V>& xs, const Cols& cols,
-                                          int l, bool live) {
-  const int slot = threadIdx.x + threadIdx.x / 32;
+                                          int l) {
+  using X = typename K::X;
+  const unsigned to = shared_address(&im[0][threadIdx.x + threadIdx.x / 32]);
+  const X* from = xs.base + cols(0);  // step i's chunk at from + i * kStep: immediate offsets
+  constexpr unsigned kStepBytes = S2 * sizeof(uint4);
 #pragma unroll
   for (int i = 0; i < P; ++i) {
-    if (cols.takes(i)) {
-      xs.copy_chunk_async(&im[i][slot], cols(i), live);
-      if (l == 31 && xs.s != 0) xs.copy_chunk_async(&im[i][slot + 1], cols(i) + V, live);
+    const X* chunk = from + i * Cols::kStep;
+    if (i < cols.whole) {
+      xs.template copy_async<true>(to + i * kStepBytes, chunk);
+    } else if (cols.ends(i)) {
+      xs.template copy_async<false>(to + i * kStepBytes, chunk, xs.bytes_in(cols(i)));
     }
+    if (cols.takes(i) && l == 31 && xs.s != 0)
+      xs.template copy_async<false>(to + i * kStepBytes + 16, chunk + V, xs.bytes_in(cols(i) + V));
   }
 }
 
@@ -286,12 +295,13 @@ __device__ __forceinline__ void ragged_rows(const Params& p) {
   };
   i64 base = Span::group() * static_cast<i64>(R);
   RaggedRaw<K, B, V> raw;
-  // a block's row copied into image b (x's, then the residual's), one cp.async group a row
+  // a block's row copied into image b (x's, then the residual's), one cp.async group a row;
+  // a block of images serves one row (Recipe.row_images), copied only while it is live
+  static_assert(!kImage || R == 1, "row images: one row a block");
   auto image = [&](int b, i64 row) {
     if constexpr (kImage) {
-      const i64 at = row < p.rows ? row : 0;
-      image_row<K, P, V>(img[b][0], x_of(at), cols, l, row < p.rows);
-      if constexpr (kAdd) image_row<K, P, V>(img[b][kIn - 1], r_of(at), cols, l, row < p.rows);
+      image_row<K, P, V>(img[b][0], x_of(row), cols, l);
+      if constexpr (kAdd) image_row<K, P, V>(img[b][kIn - 1], r_of(row), cols, l);
       asm volatile("cp.async.commit_group;" ::: "memory");
     }
   };
