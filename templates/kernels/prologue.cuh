@@ -51,4 +51,17 @@ __device__ __forceinline__ void fuse_row(RowIn<K, P, V>& in, const Params& p, co
   }
 }
 
+// Vector i of row `row`'s h (at cols(i)) loaded from global memory again (x at row_x(row),
+// the residual at row_r(row)) and fused as fuse_row made it, into d: a far row's second pass
+// where registers hold the row (by run-time index, which registers cannot serve).
+template <class K, int V, class RowX, class RowR, class Cols>
+__device__ __forceinline__ void reload_h(const Params& p, const RowX& row_x, const RowR& row_r, i64 row,
+                                         const Cols& cols, int i, int n, bool live, float (&d)[V]) {
+  RowIn<K, 1, V> one;
+  const auto one_cols = row_cols<false>([&](int) { return cols(i); }, n);
+  load_in<K, 1, V>(one, 0, row_x(row), row_r(row), cols(i), live);
+  fuse_row<K, 1, V, false>(one, p, Columns<K, 1, V>{}, one_cols, nullptr);
+  one.x.get(0, d);
+}
+
 }  // namespace normgen

@@ -228,13 +228,7 @@ __device__ __forceinline__ void streamed_rows(const Params& p) {
       }
       one.get(0, d);
     };
-    auto reload = [&](int i, float (&d)[V]) {  // vector i of h from global memory, as fuse_row made it
-      RowIn<K, 1, V> one;
-      const auto one_cols = row_cols<false>([&](int) { return cols(i); }, n);
-      load_in<K, 1, V>(one, 0, row_x(row), row_r(row), cols(i), live);
-      fuse_row<K, 1, V, false>(one, p, Columns<K, 1, V>{}, one_cols, nullptr);
-      one.x.get(0, d);
-    };
+    auto reload = [&](int i, float (&d)[V]) { reload_h<K, V>(p, row_x, row_r, row, cols, i, n, live, d); };
     auto again = [&](int i, float (&d)[V]) { held(i, d); };  // a far row's second sums (see share_stats)
     Stats st = share_stats<K, P, V, T, R, C, kWarpShifted>(p, k, s1, s2, m, again, cols, sh_stats[ph],
                                                            sh_again[ph], warp_counts);
