@@ -39,11 +39,21 @@ struct Traits {
 };
 }  // namespace
 
-extern "C" __global__ void __launch_bounds__(256, 5)
+// __launch_bounds__' residency target: fewer blocks where an SM's shared memory holds fewer
+// (devices.launch_blocks)
+#if __CUDA_ARCH__ == 860 || __CUDA_ARCH__ == 890 || __CUDA_ARCH__ == 1200
+#define NORMGEN_MIN_BLOCKS 3
+#elif __CUDA_ARCH__ == 800
+#define NORMGEN_MIN_BLOCKS 4
+#else
+#define NORMGEN_MIN_BLOCKS 5
+#endif
+
+extern "C" __global__ void __launch_bounds__(256, NORMGEN_MIN_BLOCKS)
 layernorm_fwd_fp16_dqint8_syfp32_nb8192_1p_v8(const normgen::Params p) {
   normgen::norm_fwd<Traits, false>(p);
 }
-extern "C" __global__ void __launch_bounds__(256, 5)
+extern "C" __global__ void __launch_bounds__(256, NORMGEN_MIN_BLOCKS)
 layernorm_fwd_fp16_dqint8_syfp32_nb8192_1p_v8_full(const normgen::Params p) {
   normgen::norm_fwd<Traits, true>(p);
 }

@@ -10,7 +10,7 @@ from typing import Iterable, Optional
 
 import jinja2
 
-from . import params, registry
+from . import devices, params, registry
 from .paths import GENERATED, HEADER, REGISTRY, TEMPLATES  # noqa: F401 (GENERATED: generate.py's default)
 from .recipe import Recipe, recipe
 from .spec import KernelSpec, SpecError, looks_like_name, parse_name
@@ -31,7 +31,21 @@ def render_header() -> str:
 def render_instance(spec: KernelSpec, built: Optional[Recipe] = None) -> str:
     """The instance file of a spec, built by its recipe, or by `built` (a tuning tool's
     variation of it, dataclasses.replace'd)."""
-    return _env.get_template("instance.cu.j2").render(spec=spec, recipe=built or recipe(spec))
+    built = built or recipe(spec)
+    return _env.get_template("instance.cu.j2").render(spec=spec, recipe=built, launch=_launch_blocks(built))
+
+
+@dataclass(frozen=True)
+class _LaunchBlocks:
+    default: int  # sm_90's, and every architecture's not in `others`
+    others: tuple  # (blocks, architectures) where they differ: the instance's #if ladder
+
+
+def _launch_blocks(built: Recipe) -> _LaunchBlocks:
+    by_arch = {arch: devices.launch_blocks(built, d) for arch, d in devices.KNOWN.items()}
+    default = by_arch[90]
+    values = sorted({b for b in by_arch.values() if b != default})
+    return _LaunchBlocks(default, tuple((b, tuple(a for a in sorted(by_arch) if by_arch[a] == b)) for b in values))
 
 
 def _literal(value) -> str:

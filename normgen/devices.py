@@ -10,7 +10,7 @@ import functools
 from dataclasses import dataclass
 from typing import Optional
 
-from .recipe import recipe
+from .recipe import Recipe, recipe
 from .spec import KernelSpec
 
 MIN_ARCH = 80  # compute capability 8.0 (A100): bf16 arithmetic and L2 cache policies
@@ -61,6 +61,17 @@ def unsupported_reason(spec: KernelSpec, device: Device) -> Optional[str]:
         return (f"{r.shared_bytes // 1024} KB of shared memory a block is more than "
                 f"{device.name}'s {device.shared_optin // 1024} KB")
     return None
+
+
+def launch_blocks(built: Recipe, device: Device) -> int:
+    """__launch_bounds__' residency target of a recipe's kernels on `device`: the recipe's
+    (set for sm_90's 228 KB of shared memory an SM), or as many blocks as the device's shared
+    memory an SM holds, where that is fewer. A target the SM cannot reach only caps each
+    thread's registers (ptxas spilled so on sm_86, sm_89 and sm_120)."""
+    if not built.shared_bytes:
+        return built.min_blocks_per_sm
+    held = (device.shared_optin + 1024) // (built.shared_bytes + 1024)  # an SM's: the opt-in + 1 KB
+    return max(1, min(built.min_blocks_per_sm, held))
 
 
 @functools.cache

@@ -4,7 +4,7 @@ import re
 
 import pytest
 
-from normgen import codegen, tiles
+from normgen import codegen, devices, tiles
 from normgen.matrix import Selection, select
 from normgen.recipe import Recipe, recipe
 from normgen.spec import KernelSpec, parse_name
@@ -22,7 +22,25 @@ POLICY = ("tile", "op", "whole_row_kernel", "full_symbol", "kernels", "pack_colu
           "column_ahead", "row_cache", "fused", "min_blocks_per_sm")
 
 _CONSTANT = re.compile(r"static constexpr [\w:]+ (k\w+) = (?:normgen::)?([\w:]+);")
-_BOUNDS = re.compile(r"__launch_bounds__\((\d+), (\d+)\)")
+_BOUNDS = re.compile(r"__launch_bounds__\((\d+), (\w+)\)")
+_BOUNDS_ANY = re.compile(r"__launch_bounds__\(\d+, (\w+)\)")
+_LADDER = re.compile(r"^#(if|elif|else)(.*)\n(?:#define NORMGEN_MIN_BLOCKS (\d+))?", re.M)
+
+
+def _launch_blocks(text: str) -> dict:
+    """Each known architecture's __launch_bounds__ blocks, read as its preprocessor would."""
+    bounds = _BOUNDS_ANY.findall(text)[0]
+    if bounds != "NORMGEN_MIN_BLOCKS":
+        return dict.fromkeys(devices.KNOWN, int(bounds))
+    out = {}
+    for kind, cond, value in _LADDER.findall(text):
+        named = [int(a) // 10 for a in re.findall(r"__CUDA_ARCH__ == (\d+)", cond)]
+        archs = named if kind != "else" else list(devices.KNOWN)
+        for a in archs:
+            out.setdefault(a, int(value))
+    return out
+
+
 _KERNEL = re.compile(r"^(\w+)\(const normgen::Params p\) \{\n  normgen::norm_fwd<Traits, (true|false)>\(p\);", re.M)
 
 
@@ -53,7 +71,12 @@ def test_the_rendered_traits_are_the_recipe():
         }, spec.name
         kernels = [(symbol, full == "true") for symbol, full in _KERNEL.findall(text)]
         assert kernels == list(r.kernels) and kernels[0] == (spec.symbol, False), spec.name
-        assert _BOUNDS.findall(text) == [(str(t.block_threads), str(r.min_blocks_per_sm))] * len(kernels)
+        blocks = _launch_blocks(text)
+        assert _BOUNDS.findall(text) == [(str(t.block_threads), "NORMGEN_MIN_BLOCKS" if len(set(blocks.values())) > 1
+                                          else str(r.min_blocks_per_sm))] * len(kernels)
+        for arch, dev in devices.KNOWN.items():  # sm_90's the recipe's; elsewhere what the SM's shared memory holds
+            held = (dev.shared_optin + 1024) // (r.shared_bytes + 1024) if r.shared_bytes else r.min_blocks_per_sm
+            assert blocks[arch] == (r.min_blocks_per_sm if arch == 90 else max(1, min(r.min_blocks_per_sm, held))), spec.name
         assert text.count(f"__cluster_dims__({t.cluster}, 1, 1)") == (len(kernels) if t.cluster > 1 else 0)
         assert r.full_symbol == (spec.name + "_full" if r.whole_row_kernel else None)
 
