@@ -13,6 +13,8 @@
 # epilogue; SANITIZE_ARGS adds its flags), and with SOAK_MINUTES set (default unset)
 # scripts/soak.py for that many minutes (SOAK_ARGS adds flags). Each one's last line goes
 # into the summary. Hypothesis keeps its examples in $OUT/hypothesis (HYPOTHESIS_DATABASE_DIR).
+# tests/test_install.py is left to CI: its wheel builds fetch build dependencies, and the GPU
+# machine has no network. A shard that LIMIT stops marks the summary line INCOMPLETE.
 set -uo pipefail
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 OUT="${OUT:-/tmp/normgen-out}"; mkdir -p "$OUT"
@@ -26,11 +28,13 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv > "
 run() { if [ -n "${LIMIT:-}" ]; then timeout -s INT "$LIMIT" "$@"; else "$@"; fi; }
 for k in $(seq 0 $((JOBS - 1))); do
   CUDA_VISIBLE_DEVICES=$(( k % GPUS )) HYPOTHESIS_DATABASE_DIR="$OUT/hypothesis" \
-    run python3 -m pytest -q -p no:cacheprovider --maxfail=30 -rfE --durations=5 --shard "$k/$JOBS" "${@:-tests}" \
+    run python3 -m pytest -q -p no:cacheprovider --maxfail=30 -rfE --durations=5 --ignore=tests/test_install.py \
+    --shard "$k/$JOBS" "${@:-tests}" \
     > "$OUT/pytest.$k.log" 2>&1 &
 done
 wait
 for k in $(seq 0 $((JOBS - 1))); do cat "$OUT/pytest.$k.log"; done > "$OUT/pytest.log"
+cut="$(grep -l KeyboardInterrupt "$OUT"/pytest.[0-9]*.log 2>/dev/null | wc -l)"  # shards LIMIT stopped
 rm -f "$OUT"/pytest.[0-9]*.log
 grep -E "^(FAILED|ERROR)" "$OUT/pytest.log" | head -40
 # one line for the run: the shards' counts added up, and the longest shard's time
@@ -45,6 +49,7 @@ for line in sys.stdin:
     secs = max(secs, float(m.group(1))) if m else secs
 print(", ".join(f"{v} {k}" for k, v in counts.items() if k != "deselected"),
       f"in {secs:.2f}s ({shards} shards of '"$JOBS"')")')
+[ "$cut" -eq 0 ] || total="$total; INCOMPLETE: $cut shards stopped at LIMIT=${LIMIT:-} before their last test"
 echo "$total" >> "$OUT/pytest.log"
 echo "pytest: $total"  # now, in case a later stage outlives the call
 i=0
