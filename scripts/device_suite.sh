@@ -33,23 +33,12 @@ for k in $(seq 0 $((JOBS - 1))); do
     > "$OUT/pytest.$k.log" 2>&1 &
 done
 wait
+# one line for the run: the shards' counts added up, the longest shard's time, INCOMPLETE
+# where LIMIT stopped a shard
+total="$(python3 scripts/suite_summary.py "$JOBS" "${LIMIT:-}" "$OUT"/pytest.[0-9]*.log)"
 for k in $(seq 0 $((JOBS - 1))); do cat "$OUT/pytest.$k.log"; done > "$OUT/pytest.log"
-cut="$(grep -l KeyboardInterrupt "$OUT"/pytest.[0-9]*.log 2>/dev/null | wc -l)"  # shards LIMIT stopped
 rm -f "$OUT"/pytest.[0-9]*.log
 grep -E "^(FAILED|ERROR)" "$OUT/pytest.log" | head -40
-# one line for the run: the shards' counts added up, and the longest shard's time
-total=$(grep -E "^[0-9]+ (passed|failed|errors?|skipped)" "$OUT/pytest.log" | python3 -c '
-import re, sys
-counts, secs, shards = {}, 0.0, 0
-for line in sys.stdin:
-    shards += 1
-    for n, what in re.findall(r"(\d+) (passed|failed|errors?|skipped|deselected)", line):
-        counts[what] = counts.get(what, 0) + int(n)
-    m = re.search(r" in ([\d.]+)s", line)
-    secs = max(secs, float(m.group(1))) if m else secs
-print(", ".join(f"{v} {k}" for k, v in counts.items() if k != "deselected"),
-      f"in {secs:.2f}s ({shards} shards of '"$JOBS"')")')
-[ "$cut" -eq 0 ] || total="$total; INCOMPLETE: $cut shards stopped at LIMIT=${LIMIT:-} before their last test"
 echo "$total" >> "$OUT/pytest.log"
 echo "pytest: $total"  # now, in case a later stage outlives the call
 i=0

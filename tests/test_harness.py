@@ -1,8 +1,8 @@
-"""CPU: the pure logic of the GPU harness scripts (scripts/sanitize.py, scripts/soak.py) and
-of runtime.resident_clusters' driver call: the sanitizer report parser on compute-sanitizer's
-own wording, the soak's growth verdict on synthetic series, its configurations (valid calls,
-and the dispatcher's own vector-width rule), the sanitizer's cases, and CUlaunchConfig's C
-layout."""
+"""CPU: the pure logic of the GPU harness scripts (scripts/sanitize.py, scripts/soak.py,
+scripts/suite_summary.py) and of runtime.resident_clusters' driver call: the sanitizer
+report parser on compute-sanitizer's own wording, the soak's growth verdict on synthetic
+series, its configurations (valid calls, and the dispatcher's own vector-width rule), the
+sanitizer's cases, the GPU suite's summary line, and CUlaunchConfig's C layout."""
 from __future__ import annotations
 
 import ast
@@ -480,3 +480,22 @@ def test_runtime_does_not_import_the_cuda_bindings_driver():
             assert not node.module.startswith("cuda.bindings"), ast.dump(node)
         if isinstance(node, ast.Import):
             assert not any(a.name.startswith("cuda.bindings") for a in node.names), ast.dump(node)
+
+
+def test_the_suite_summary_adds_the_shards_up_and_says_when_limit_stopped_one():
+    """scripts/suite_summary.py on shard logs as pytest -q writes them: counts added up, the
+    longest shard's time, INCOMPLETE only where a shard was interrupted."""
+    summary = _script("suite_summary").summary
+    done = ["....\nFAILED tests/t.py::a - assert\n"
+            "1 failed, 99 passed, 4275 deselected, 27 warnings in 320.67s (0:05:20)\n",
+            "...\n98 passed, 1 skipped, 4276 deselected in 340.09s (0:05:40)\n",
+            "..E\n99 passed, 4275 deselected, 1 error in 312.19s (0:05:12)\n"]
+    assert summary(done, 3, "400") == "1 failed, 296 passed, 1 skipped, 1 error in 340.09s (3 shards of 3)"
+    stopped = ("....\n!!!!!!!!!!!!!!!!!!!! KeyboardInterrupt !!!!!!!!!!!!!!!!!!!!\n"
+               "/x/reference.py:35: KeyboardInterrupt\n64 passed, 4275 deselected, 46 warnings in 398.55s (0:06:38)\n")
+    assert summary(done + [stopped], 4, "400") == (
+        "1 failed, 360 passed, 1 skipped, 1 error in 398.55s (4 shards of 4); "
+        "INCOMPLETE: 1 shards stopped at LIMIT=400 before their last test")
+    before_any_summary = stopped.split("64 passed")[0]
+    assert summary([before_any_summary], 1, "60") == (
+        " in 0.00s (0 shards of 1); INCOMPLETE: 1 shards stopped at LIMIT=60 before their last test")
