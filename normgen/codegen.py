@@ -37,15 +37,16 @@ def render_instance(spec: KernelSpec, built: Optional[Recipe] = None) -> str:
 
 @dataclass(frozen=True)
 class _LaunchBlocks:
-    default: int  # sm_90's, and every architecture's not in `others`
-    others: tuple  # (blocks, architectures) where they differ: the instance's #if ladder
+    default: int  # sm_90's, and every architecture's not named in `others`
+    others: tuple  # (blocks, preprocessor test of the architectures taking them): the #if ladder
 
 
 def _launch_blocks(built: Recipe) -> _LaunchBlocks:
-    by_arch = {arch: devices.launch_blocks(built, d) for arch, d in devices.KNOWN.items()}
+    by_arch = {arch: devices.launch_blocks(built, d) for arch, d in sorted(devices.KNOWN.items())}
     default = by_arch[90]
-    values = sorted({b for b in by_arch.values() if b != default})
-    return _LaunchBlocks(default, tuple((b, tuple(a for a in sorted(by_arch) if by_arch[a] == b)) for b in values))
+    others = sorted({b for b in by_arch.values() if b != default})
+    return _LaunchBlocks(default, tuple(
+        (b, " || ".join(f"__CUDA_ARCH__ == {a * 10}" for a, ab in by_arch.items() if ab == b)) for b in others))
 
 
 def _literal(value) -> str:

@@ -10,7 +10,7 @@ import functools
 from dataclasses import dataclass
 from typing import Optional
 
-from .recipe import Recipe, recipe
+from .recipe import Recipe, recipe, shared_blocks
 from .spec import KernelSpec
 
 MIN_ARCH = 80  # compute capability 8.0 (A100): bf16 arithmetic and L2 cache policies
@@ -26,6 +26,11 @@ class Device:
     @property
     def name(self) -> str:
         return f"sm_{self.arch}"
+
+    @property
+    def shared_per_sm(self) -> int:
+        """An SM's shared memory: a block's opt-in and the 1 KB the driver reserves a block."""
+        return self.shared_optin + 1024
 
 
 # The architectures normgen builds for, with their opt-in shared memory per block (CUDA
@@ -70,8 +75,7 @@ def launch_blocks(built: Recipe, device: Device) -> int:
     thread's registers (ptxas spilled so on sm_86, sm_89 and sm_120)."""
     if not built.shared_bytes:
         return built.min_blocks_per_sm
-    held = (device.shared_optin + 1024) // (built.shared_bytes + 1024)  # an SM's: the opt-in + 1 KB
-    return max(1, min(built.min_blocks_per_sm, held))
+    return max(1, min(built.min_blocks_per_sm, shared_blocks(built.shared_bytes, device.shared_per_sm)))
 
 
 @functools.cache

@@ -73,11 +73,17 @@ class Tile:
 
 def blocks_per_sm(tile: Tile, shared_bytes: int) -> int:
     """Blocks of a tile an SM holds at its register budget and with shared_bytes of dynamic
-    shared memory each (and up to 1 KB of static scratch): at least 1."""
+    shared memory each (sm_90's shared memory): at least 1."""
     blocks = tiles.REGISTERS_PER_SM // (tile.block_threads * tile.registers)
     if shared_bytes:
-        blocks = min(blocks, tiles.SHARED_PER_SM // (shared_bytes + 1024))
+        blocks = min(blocks, shared_blocks(shared_bytes))
     return max(blocks, 1)
+
+
+def shared_blocks(shared_bytes: int, shared_per_sm: int = tiles.SHARED_PER_SM) -> int:
+    """Blocks with shared_bytes of dynamic shared memory each (and up to 1 KB of static
+    scratch) that an SM's shared_per_sm holds (sm_90's unless given)."""
+    return shared_per_sm // (shared_bytes + 1024)
 
 
 # At most this many accesses per thread in a one-pass row of a 512-thread block (twice as

@@ -75,7 +75,7 @@ def test_the_rendered_traits_are_the_recipe():
         assert _BOUNDS.findall(text) == [(str(t.block_threads), "NORMGEN_MIN_BLOCKS" if len(set(blocks.values())) > 1
                                           else str(r.min_blocks_per_sm))] * len(kernels)
         for arch, dev in devices.KNOWN.items():  # sm_90's the recipe's; elsewhere what the SM's shared memory holds
-            held = (dev.shared_optin + 1024) // (r.shared_bytes + 1024) if r.shared_bytes else r.min_blocks_per_sm
+            held = dev.shared_per_sm // (r.shared_bytes + 1024) if r.shared_bytes else r.min_blocks_per_sm
             assert blocks[arch] == (r.min_blocks_per_sm if arch == 90 else max(1, min(r.min_blocks_per_sm, held))), spec.name
         assert text.count(f"__cluster_dims__({t.cluster}, 1, 1)") == (len(kernels) if t.cluster > 1 else 0)
         assert r.full_symbol == (spec.name + "_full" if r.whole_row_kernel else None)
