@@ -61,7 +61,7 @@ def candidates(call: KernelSpec, n: int, vec_align: int, device: Optional[device
     ragged = [(x.vmax, True)] * ((col_align is None or col_align >= x.vmax) and vec_align < x.vmax)
     full, narrow = [(v, False) for v in vecs if v == x.vmax], [(v, False) for v in vecs if v < x.vmax]
     if n <= tiles.ONE_PASS_MAX_N[x]:
-        for b in tiles.BUCKETS:
+        for b in tiles.ONE_PASS_TILES[x.itemsize]:
             if b >= n:
                 widths = full + (ragged + narrow if ragged_first(call, b) else narrow + ragged)
                 for s in (replace(call, pipeline=Pipeline.ONE_PASS, bucket=b, vec=v, ragged=r) for v, r in widths):

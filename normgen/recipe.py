@@ -173,6 +173,12 @@ class Op:
         return not self.rmsnorm and not self.fused
 
     @property
+    def prologue_ln(self) -> bool:
+        """LayerNorm with a fused add or x-bias and no quant, whose tile may differ too
+        (tiles.LEAN_PROLOGUE_LN_TILES)."""
+        return not self.rmsnorm and self.prologue and self.quant == Quant.NONE
+
+    @property
     def plain_rms(self) -> bool:
         """Unfused RMSNorm, whose tile may differ too (tiles.PLAIN_RMS_TILES)."""
         return self.rmsnorm and not self.fused
@@ -182,7 +188,8 @@ class Op:
         """The tables that may replace tiles.ONE_PASS_TILES' entry, first match first."""
         streamed = [tiles.STREAMED_TILES] if self.quant_ln and self.light_columns else []
         own = (streamed + [tiles.QUANT_LN_TILES] if self.quant_ln else [tiles.LEAN_LN_TILES] if self.plain_ln
-               else [tiles.PLAIN_RMS_TILES] if self.plain_rms else [])
+               else [tiles.LEAN_PROLOGUE_LN_TILES] if self.prologue_ln else [tiles.PLAIN_RMS_TILES] if self.plain_rms
+               else [])
         return own + ([tiles.SINGLE_INPUT_TILES] if not self.prologue and not self.quant_ln else [])
 
 
@@ -192,12 +199,21 @@ def entries(table: dict, x: DType) -> dict:
     return table.get(x) or table.get(x.itemsize, {})
 
 
+def table_entry(table: dict, x: DType, bucket: int) -> Optional[tiles.Shape]:
+    """A special table's shape for a bucket of rows of x: its own entry, or for a fitted
+    bucket without one, the entry of the bucket it is cut from, fitted (tiles.fitted)."""
+    own = entries(table, x)
+    cut_from = tiles.FITTED_FROM[x.itemsize].get(bucket)
+    return own.get(bucket) or (tiles.fitted(own[cut_from]) if cut_from in own else None)
+
+
 def one_pass_tile(x: DType, bucket: int, vec: int, op: Op | None = None) -> Tile:
     """The one-pass tile of a bucket for `op` (None: tiles.ONE_PASS_TILES' entry as it stands).
-    The special tables (Op.tables) serve whole 16-byte vectors only; RMSNorm's rows over
-    large clusters are resident (tiles.RESIDENT_MIN_CLUSTER)."""
+    The special tables (Op.tables) serve whole 16-byte vectors only, a fitted bucket by
+    their entry for the bucket it is cut from (tiles.fitted); RMSNorm's rows over large
+    clusters are resident (tiles.RESIDENT_MIN_CLUSTER)."""
     tables = op.tables if op and vec == x.vmax else []
-    entry = next(filter(None, (entries(t, x).get(bucket) for t in tables)), None)
+    entry = next(filter(None, (table_entry(t, x, bucket) for t in tables)), None)
     shape = entry or tiles.ONE_PASS_TILES[x.itemsize][bucket]
     threads, rows, cluster = shape.threads, shape.rows, shape.cluster
     staged, streamed = shape.store == tiles.STAGED, shape.store == tiles.STREAMED

@@ -102,6 +102,10 @@ def invalid_reason(spec: KernelSpec) -> Optional[str]:
         if s.bucket not in tiles.ONE_PASS_TILES[s.x.itemsize]:
             valid = sorted(tiles.ONE_PASS_TILES[s.x.itemsize])
             return f"a one-pass {s.x.value} bucket must be one of {valid}, not {s.bucket}"
+        cut_from = tiles.FITTED_FROM[s.x.itemsize].get(s.bucket)
+        if cut_from and (s.ragged or s.vec != s.x.vmax):
+            return (f"a fitted bucket ({s.bucket}) serves rows of whole 16-byte vectors; ragged rows and "
+                    f"narrower vectors take the bucket it is cut from ({cut_from})")
         if not has_one_pass(s.x, s.bucket, s.vec):
             return (f"a one-pass row of {s.bucket} in {s.vec}-element accesses needs more "
                     "accesses per thread than its register share holds, or sub-word "
@@ -114,6 +118,13 @@ def invalid_reason(spec: KernelSpec) -> Optional[str]:
     if s.pipeline == Pipeline.TWO_PASS and s.bucket is not None:
         return "a two-pass instance serves every N and has no bucket"
     return None
+
+
+def shorter_bucket(spec: KernelSpec) -> int:
+    """The largest bucket below a one-pass spec's in which the same instance is valid (0:
+    none): the dispatcher gives spec the rows of its kind longer than that."""
+    return max((b for b in tiles.BUCKETS if b < spec.bucket and invalid_reason(replace(spec, bucket=b)) is None),
+               default=0)
 
 
 def _vec_widths(x: DType) -> tuple[int, ...]:

@@ -37,7 +37,7 @@ class Store(enum.Enum):
 class Shape:
     """A tile table's entry: how a bucket's row is spread over threads and blocks."""
 
-    threads: int  # threads per row per block: a power of two (32-lane warps)
+    threads: int  # threads per row per block: a power of two, or whole warps in a fitted bucket
     rows: int = 1  # rows per block
     cluster: int = 1  # blocks per row (a thread-block cluster's size)
     store: Store = Store.REGISTERS
@@ -84,6 +84,33 @@ ONE_PASS_TILES: dict[int, dict[int, Shape]] = {
         524288: Shape(1024, cluster=16, store=STAGED),
     },
 }
+
+
+# Fitted buckets: FITTED_EIGHTHS / 8 of a power-of-two bucket whose row one block of plain
+# register rows holds, on that bucket's shape (in whichever table serves the op) with as
+# many eighths of its threads, where those are whole warps. A row just past half a bucket
+# fills half its tile: the threads past the row's end still take the row's reductions and
+# the block's place on the SM. Fitted buckets serve rows of whole 16-byte vectors only
+# (docs/policy.md: fitted buckets).
+FITTED_EIGHTHS = 5
+
+
+def fitted(shape: Shape) -> Optional[Shape]:
+    """A power-of-two bucket's shape cut to its fitted bucket, or None where it has none."""
+    threads = shape.threads * FITTED_EIGHTHS // 8
+    whole = shape.rows == 1 and shape.cluster == 1 and threads % 32 == 0
+    return Shape(threads, store=shape.store, registers=shape.registers) if whole else None
+
+
+# element bytes -> fitted bucket -> the power-of-two bucket it is cut from: under plain
+# register rows only (not where the bucket's plain rows are staged or span a cluster).
+FITTED_FROM: dict[int, dict[int, int]] = {
+    size: {b * FITTED_EIGHTHS // 8: b for b, s in table.items() if s.store == REGISTERS and fitted(s)}
+    for size, table in ONE_PASS_TILES.items()
+}
+ONE_PASS_TILES = {size: dict(sorted({**table, **{b: fitted(table[p]) for b, p in FITTED_FROM[size].items()}}.items()))
+                  for size, table in ONE_PASS_TILES.items()}
+
 BUCKETS: tuple[int, ...] = tuple(sorted(set().union(*ONE_PASS_TILES.values())))
 
 # LayerNorm + dynamic quant's 16-bit rows staged by one block (as floats where they fit:
@@ -91,6 +118,7 @@ BUCKETS: tuple[int, ...] = tuple(sorted(set().union(*ONE_PASS_TILES.values())))
 QUANT_LN_TILES: dict[int, dict[int, Shape]] = {
     2: {
         8192: Shape(256, store=STAGED, registers=48),
+        10240: Shape(160, store=STAGED, registers=96),  # (fitted from 16384's at 64: 4-36 bytes spilled)
         16384: Shape(256, store=STAGED),
         65536: Shape(1024, store=STAGED),
     },
@@ -112,14 +140,27 @@ STREAMED_TILES: dict[DType, dict[int, Shape]] = {
 # maximum and the stores (keeps_outputs), in their whole-row kernel.
 STREAMED_KEEP = frozenset({DType.BF16})
 
-# Unfused fp32 LayerNorm rows over whole 16-byte vectors, held lean (Tile.lean) in smaller
-# shares a thread and more blocks an SM, as torch.compile's kernels hold them.
+# Unfused LayerNorm rows over whole 16-byte vectors, held lean (Tile.lean) in smaller
+# shares a thread and more blocks an SM: fp32 rows as torch.compile's kernels hold them;
+# 16-bit rows of the fitted 10240 bucket three blocks an SM, where 128 registers held one.
 LEAN_LN_TILES: dict[int, dict[int, Shape]] = {
+    2: {
+        10240: Shape(320, registers=64),
+    },
     4: {
         1024: Shape(128, registers=40),
         2048: Shape(256, registers=40),
+        2560: Shape(320, registers=48),  # (fitted from 4096's at 40: spilled)
         4096: Shape(512, registers=40),
         8192: Shape(512, registers=64),
+    },
+}
+
+# 16-bit LayerNorm rows of the fitted 10240 bucket with a fused add or x-bias and no quant,
+# held lean two blocks an SM, where 128 registers held one.
+LEAN_PROLOGUE_LN_TILES: dict[int, dict[int, Shape]] = {
+    2: {
+        10240: Shape(320, registers=96),
     },
 }
 

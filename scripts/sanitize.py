@@ -56,8 +56,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from normgen import codegen, matrix, paths, tiles  # noqa: E402
-from normgen.recipe import has_one_pass, recipe  # noqa: E402
-from normgen.spec import KernelSpec, invalid_reason, parse_name  # noqa: E402
+from normgen.recipe import recipe  # noqa: E402
+from normgen.spec import KernelSpec, invalid_reason, parse_name, shorter_bucket  # noqa: E402
 from normgen.types import DType, FusedAdd, Norm, Pipeline, Quant  # noqa: E402
 
 # ---- the compute-sanitizer flags ------------------------------------------------------------
@@ -207,12 +207,12 @@ def n_values(spec: KernelSpec) -> list[int]:
     whose N are odd: one short of the bucket and a few past the next smaller one."""
     v, t = spec.vec, recipe(spec).tile
     if spec.ragged:
-        lo = max([b for b in tiles.BUCKETS if b < spec.bucket], default=0)
+        lo = shorter_bucket(spec)
         return [spec.bucket - 1] + ([lo + 5] if lo + 5 < spec.bucket else [])
     if spec.pipeline == Pipeline.TWO_PASS:
         chunk = t.threads_per_row * t.vec * t.repeat
         return [2 * chunk + 3 * v, 7 * v]
-    lo = max([b for b in tiles.BUCKETS if b < spec.bucket and has_one_pass(spec.x, b, v)], default=0)
+    lo = shorter_bucket(spec)
     ragged = spec.bucket - 3 * v
     return [spec.bucket] + ([ragged] if ragged > lo else [])
 

@@ -141,8 +141,9 @@ POOL: tuple[Options, ...] = (
 # 2**20. Each pool entry is drawn with one small, one medium and one large class (its index
 # picks them), so that every class is run and the instances stay in the low hundreds.
 CLASSES: tuple[tuple[int, int], ...] = tuple(zip((0,) + tiles.BUCKETS, tiles.BUCKETS)) + ((tiles.BUCKETS[-1], 2**20),)
-SMALL, MEDIUM, LARGE = (range(0, 5), range(5, 9), range(9, len(CLASSES)))
-assert CLASSES[4][1] == 1024 and CLASSES[8][1] == 16384 and len(CLASSES) == 15
+SMALL, MEDIUM, LARGE = ([i for i, (_, hi) in enumerate(CLASSES) if pick(hi)] for pick in
+                        (lambda hi: hi <= 1024, lambda hi: 1024 < hi <= 16384, lambda hi: hi > 16384))
+assert len(SMALL) == 5 and CLASSES[MEDIUM[-1]][1] == 16384 and len(CLASSES) == len(tiles.BUCKETS) + 1
 
 
 def tier_classes(index: int) -> tuple[int, int, int]:

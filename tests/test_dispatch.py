@@ -63,11 +63,19 @@ def test_candidates_prefer_smallest_bucket_then_widest_vector_then_two_pass():
     assert [s.vec for s in c[:4]] == [8, 4, 2, 1]
     assert c[-1].pipeline == Pipeline.TWO_PASS and c[-1].vec == 1
     mid = list(dispatch.candidates(_call(DType.FP32, save_stats=True), 8193, 4))
-    assert (mid[0].pipeline, mid[0].bucket, mid[0].vec) == (Pipeline.ONE_PASS, 16384, 4)
+    assert (mid[0].pipeline, mid[0].bucket, mid[0].vec) == (Pipeline.ONE_PASS, 10240, 4)  # fitted
     n = tiles.ONE_PASS_MAX_N[DType.FP32] + 4  # past the one-pass range: two-pass only
     big = list(dispatch.candidates(_call(DType.FP32, save_stats=True), n, 4))
     assert all(s.pipeline == Pipeline.TWO_PASS for s in big)
     assert [s.vec for s in big] == [4, 2, 1]
+
+
+def test_fitted_buckets_serve_aligned_rows_up_to_their_length():
+    """Rows of whole 16-byte vectors up to a fitted bucket's length take it; longer ones, and
+    rows that are not 16-byte aligned, the power-of-two bucket it is cut from."""
+    for n, vec_align, want in ((4104, 8, "nb5120_1p_v8"), (5120, 8, "nb5120_1p_v8"), (5128, 8, "nb8192_1p_v8"),
+                               (5003, 1, "nb8192_1p_r8"), (5004, 4, "nb8192_1p_r8"), (10000, 8, "nb10240_1p_v8")):
+        assert dispatch.choose(_call(), n, vec_align).name == f"layernorm_fwd_bf16_{want}", n
 
 
 def test_vector_width_follows_alignment():
@@ -108,7 +116,7 @@ def test_choice_and_missing_instance_message(tmp_path):
         add_quant = _call(fused_add=FusedAdd.STORE, quant=Quant.DYNAMIC, out=DType.INT8,
                           smooth=DType.FP32, scale=DType.FP32)
         assert dispatch.choose(add_quant, 5000, 8).name == \
-            "layernorm_fwd_bf16_add1_smfp32_dqint8_syfp32_nb8192_1p_v8"
+            "layernorm_fwd_bf16_add1_smfp32_dqint8_syfp32_nb5120_1p_v8"  # a fitted bucket
         # fusions at odd N: ragged rows; past the one-pass range, the two-pass scalar fallback
         assert dispatch.choose(add_quant, 5001, 1).name == "layernorm_fwd_bf16_add1_smfp32_dqint8_syfp32_nb8192_1p_r8"
         assert dispatch.choose(add_quant, 524289, 1).name == "layernorm_fwd_bf16_add1_smfp32_dqint8_syfp32_2p_v1"

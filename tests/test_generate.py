@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from normgen import bench, codegen, registry
+from normgen import bench, codegen, registry, tiles
 from normgen.cli import main
 from normgen.compile import compile_file
 from normgen.matrix import AXES, select
@@ -47,7 +47,7 @@ def test_default_set_is_listed_and_is_the_common_set():
         (add, q, out, sm) for add in (0, 1) for q, out in (("none", "bf16"), ("dq", "int8"), ("dq", "fp8"))
         for sm in (None, DType.FP32) if (add, q) != (0, "none") and not (q == "none" and sm)}
     assert {s.x.value for s in fused} == {"fp16", "bf16"} and {s.vec for s in fused if s.pipeline.value == "1p"} == {8}
-    assert len({s.bucket for s in fused}) == len(AXES["bucket"].values) + 1  # + None: two-pass
+    assert {s.bucket for s in fused} == set(tiles.ONE_PASS_TILES[2]) | {None}  # None: two-pass
     # RMSNorm as LLM inference runs it: plain, add and store, dynamic or static int8/fp8
     rms = [s for s in specs if s.norm.value == "rmsnorm"]
     assert {(s.x.value, s.fused_add, s.quant.value, s.out.value) for s in rms if recipe(s).op.fused} == {
@@ -55,7 +55,7 @@ def test_default_set_is_listed_and_is_the_common_set():
         for q, out in [("none", x)] + [(m, o) for m in ("dq", "sq") for o in ("int8", "fp8")] if add or q != "none"}
     assert {(s.w == s.x, s.smooth, s.x_bias, s.save_stats) for s in rms
             if recipe(s).op.fused} == {(True, None, False, False)}
-    assert len({s.bucket for s in rms}) == len(AXES["bucket"].values) + 1
+    assert {s.bucket for s in rms} == set(tiles.BUCKETS) | {None}
     # plain RMSNorm in every precision and weight precision, with and without rstd
     plain = [s for s in rms if not recipe(s).op.fused]
     assert {(s.x.value, s.w.value, s.save_stats) for s in plain} == {
@@ -321,7 +321,7 @@ def test_check_names_the_command_with_its_folder_and_filters(tmp_path):
 
 def test_large_selections_ask_for_a_flag(tmp_path):
     code, out = run("--filter", "*", "--out", str(tmp_path))
-    assert code == 2 and "--large" in out and "260184 instances" in out
+    assert code == 2 and "--large" in out and "268896 instances" in out
     assert not any(tmp_path.iterdir())
 
 

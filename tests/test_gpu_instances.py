@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 
 from normgen import dispatch, tiles
-from normgen.recipe import has_one_pass
+from normgen.spec import shorter_bucket
 from normgen.types import FusedAdd, Norm, Pipeline, Quant
 
 from .conftest import source_dir
@@ -23,7 +23,7 @@ def _n_cases(spec):
     range; one-pass, those in its bucket, both ends of it, and tiny rows (mostly padding)."""
     v = spec.vec
     if spec.ragged:  # any N in the bucket: both ends, odd N, N % V of every kind, tiny rows
-        lo = max([b for b in tiles.BUCKETS if b < spec.bucket], default=0)
+        lo = shorter_bucket(spec)
         ns = {n for n in N_VALUES if lo < n <= spec.bucket} | {1, 7, lo + 1, lo + 3, spec.bucket - 1, spec.bucket,
                                                               (lo + spec.bucket) // 2 + 5, spec.bucket - v - 2}
         return sorted(n for n in ns if 1 <= n <= spec.bucket)
@@ -31,7 +31,7 @@ def _n_cases(spec):
         # several chunks plus a partial one; the first N the dispatcher sends to two-pass
         ns = set(N_VALUES) | {v, 3 * 2048 * v + v, tiles.ONE_PASS_MAX_N[spec.x] + v}
     else:
-        lo = max([b for b in tiles.BUCKETS if b < spec.bucket and has_one_pass(spec.x, b, v)], default=0)
+        lo = shorter_bucket(spec)
         ns = {n for n in N_VALUES if lo < n <= spec.bucket} | {v, 7, lo + v, spec.bucket - v, spec.bucket}
     return sorted(n for n in ns if n >= 1 and n % v == 0 and (spec.bucket is None or n <= spec.bucket))
 

@@ -7,7 +7,7 @@ import pytest
 from normgen import codegen, devices, tiles
 from normgen.matrix import Selection, select
 from normgen.recipe import Recipe, recipe
-from normgen.spec import KernelSpec, parse_name
+from normgen.spec import KernelSpec, invalid_reason, parse_name, shorter_bucket
 from normgen.types import DType, Pipeline
 
 # the default set, and fusions and precisions beyond it (x-bias, fp32 columns, narrow vectors,
@@ -103,10 +103,37 @@ def test_a_spec_holds_identity_only():
 
 def test_tile_tables_hold_shapes():
     tables = (tiles.ONE_PASS_TILES, tiles.QUANT_LN_TILES, tiles.STREAMED_TILES, tiles.LEAN_LN_TILES,
-              tiles.SINGLE_INPUT_TILES, tiles.PLAIN_RMS_TILES)
+              tiles.LEAN_PROLOGUE_LN_TILES, tiles.SINGLE_INPUT_TILES, tiles.PLAIN_RMS_TILES)
     shapes = [shape for table in tables for entries in table.values() for shape in entries.values()]
     assert shapes and all(isinstance(s, tiles.Shape) and isinstance(s.store, tiles.Store) for s in shapes)
     assert {s.store for s in tiles.STREAMED_TILES[DType.BF16].values()} == {tiles.Store.STREAMED}
+
+
+def test_fitted_buckets_cut_five_eighths_of_a_one_block_register_row():
+    assert tiles.FITTED_FROM == {2: {5120: 8192, 10240: 16384}, 4: {2560: 4096, 5120: 8192, 10240: 16384}}
+    for size, cut in tiles.FITTED_FROM.items():
+        for bucket, whole in cut.items():
+            assert bucket * 8 == whole * tiles.FITTED_EIGHTHS and bucket in tiles.BUCKETS
+            assert tiles.ONE_PASS_TILES[size][bucket].threads * 8 == tiles.ONE_PASS_TILES[size][whole].threads * 5
+    # a special table's entry for the bucket cut from, fitted: the same repeat, 5/8 the threads
+    t, whole = (recipe(parse_name(f"layernorm_fwd_bf16_dqint8_syfp32_nb{b}_1p_v8")).tile for b in (5120, 8192))
+    assert (t.threads_per_row, t.repeat, t.registers) == (160, whole.repeat, whole.registers) and t.stage_bytes
+    # ... or its own entry: 16-bit LayerNorm's at 10240 lean, not 128 registers in one block an SM
+    ln, add, quant = (recipe(parse_name(f"layernorm_fwd_bf16_{f}nb10240_1p_v8"))
+                      for f in ("", "add1_", "dqint8_syfp32_"))
+    assert (ln.tile.threads_per_row, ln.tile.registers, ln.min_blocks_per_sm, ln.tile.lean) == (320, 64, 3, True)
+    assert (add.tile.registers, add.min_blocks_per_sm) == (96, 2)
+    assert (quant.tile.threads_per_row, quant.tile.registers, quant.min_blocks_per_sm) == (160, 96, 4)
+    assert recipe(parse_name("rmsnorm_fwd_bf16_nb10240_1p_v8")).tile.registers == 128
+
+
+def test_fitted_buckets_serve_rows_of_whole_16_byte_vectors():
+    for name in ("layernorm_fwd_bf16_nb8192_1p_r8", "layernorm_fwd_bf16_nb8192_1p_v1"):
+        assert "take the bucket it is cut from (8192)" in invalid_reason(dataclasses.replace(parse_name(name), bucket=5120))
+    for name, shorter in (("layernorm_fwd_bf16_nb8192_1p_v8", 5120), ("layernorm_fwd_bf16_nb8192_1p_r8", 4096),
+                          ("layernorm_fwd_bf16_nb8192_1p_v1", 4096), ("layernorm_fwd_bf16_nb5120_1p_v8", 4096),
+                          ("layernorm_fwd_fp32_nb4096_1p_v4", 2560), ("rmsnorm_fwd_fp32_nb2560_1p_v4", 2048)):
+        assert shorter_bucket(parse_name(name)) == shorter, name
 
 
 def test_unfused_16_bit_rmsnorm_rows_of_4096_take_256_threads():

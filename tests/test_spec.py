@@ -98,7 +98,11 @@ def test_one_pass_tiles_cover_their_buckets(x, vec, op):
             continue
         t = recipe_module.one_pass_tile(x, bucket, vec, op)
         assert t.threads_per_row * t.cluster * t.vec * t.repeat == bucket
-        assert t.threads_per_row & (t.threads_per_row - 1) == 0, "threads per row: a power of two"
+        if bucket in tiles.FITTED_FROM[x.itemsize]:
+            assert t.threads_per_row % 32 == 0 and t.rows_per_block == t.cluster == 1, "fitted: whole warps, one row"
+            assert t.threads_per_row < 16 * 32, "the warps' partials summed in turn (reduce.cuh)"
+        else:
+            assert t.threads_per_row & (t.threads_per_row - 1) == 0, "threads per row: a power of two"
         # portable sizes, or 16: non-portable, which runtime._load allows for the kernel
         assert t.cluster in (1, 2, 4, 8, 16), "cluster sizes an H100 launches"
         assert t.cluster == 1 or t.rows_per_block == 1, "a cluster serves one row"

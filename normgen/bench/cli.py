@@ -15,7 +15,7 @@ from .report import summary_lines, write_outputs
 @click.command()
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=Path("docs"),
               show_default=True, help="folder of bench.json/.md/.png (bench-h200.* on an H200)")
-@click.option("--quick", is_flag=True, help="every other power-of-two N (and all the odd N)")
+@click.option("--quick", is_flag=True, help="every other power-of-two N (and every N that is not a power of two)")
 @click.option("--impl", "impls", multiple=True, type=click.Choice(IMPLS), default=IMPLS,
               show_default=True, help="implementations to time (repeatable); the peers quack and liger "
                                       "where importable, else recorded as not importable")

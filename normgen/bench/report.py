@@ -103,7 +103,7 @@ def markdown(result: dict) -> str:
            f"M x N = 2^27 elements; ratio = effective bandwidth / device-to-device copy ({copy}, read + "
            f"write, same run); torch {result['torch']}. Marks: — no such op, × failed, … not run "
            f"(time budget), ! a peer's outputs differ from torch eager's; footnotes below each table.", ""]
-    mode = "quick (every other power of two, and the odd N)" if result.get("quick") else "full"
+    mode = "quick (every other power of two, and the N that are not powers of two)" if result.get("quick") else "full"
     state = "" if result.get("complete", True) else " **Incomplete**: still running, or cut short."
     if result.get("skipped_cases"):
         state = f" **Incomplete**: the time budget ({result['budget_s']:.0f} s) skipped {result['skipped_cases']} cases."
@@ -172,7 +172,7 @@ COLORS = {"normgen": "C3", "torch": "C0", "torch.compile": "C1", "quack": "C2", 
 
 def plot(result: dict, path: Path) -> None:
     """One panel per op and dtype: ratio to copy against N, a line through the powers of two
-    per implementation, the odd N as open markers."""
+    per implementation, N that are not powers of two as open markers."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -199,7 +199,7 @@ def plot(result: dict, path: Path) -> None:
         ax.set_xscale("log", base=2)
         ax.axhline(1.0, color="gray", lw=0.8, ls="--")
         ax.set_title(f"{op} {dtype}")
-        ax.set_xlabel("N (M x N = 2^27; open: odd N)")
+        ax.set_xlabel("N (M x N = 2^27; open: not a power of two)")
         ax.set_ylim(0, 1.1)
         ax.grid(alpha=0.3)
     for ax in axes.flat[len(panels):]:

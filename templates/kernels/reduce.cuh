@@ -77,7 +77,8 @@ template <class K> __host__ __device__ constexpr int scratch_sets() {
 }
 
 // Reduces K values with Op over the T threads that share a row in each of the C blocks of
-// a cluster (T a power of two; rows are T-aligned groups of the block). The xor butterfly
+// a cluster (T a power of two, or whole warps fewer than 16 in one row a block; rows are
+// T-aligned groups of the block). The xor butterfly
 // combines the same two values in both partners, so every thread ends with the same bits;
 // warp, block and cluster partials are combined in a fixed order: results do not depend on
 // which block or which batch the row is in. Across blocks only the first warp writes (thread
@@ -94,6 +95,7 @@ __device__ __forceinline__ void row_reduce(float (&v)[K], ReduceScratch<T, R, K,
   }
   if constexpr (T > 32) {
     constexpr int W = T / 32;
+    static_assert(T % 32 == 0 && (W < 16 || (W & (W - 1)) == 0), "whole warps; 16 or more a butterfly of them");
     const int warp = threadIdx.x / 32;
     float* row = sh.warps + (warp / W) * W * K;
     if (threadIdx.x % 32 == 0) {

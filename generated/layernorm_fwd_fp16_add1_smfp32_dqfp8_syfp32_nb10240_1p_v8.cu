@@ -1,0 +1,53 @@
+// layernorm_fwd_fp16_add1_smfp32_dqfp8_syfp32_nb10240_1p_v8
+// Generated from templates/instance.cu.j2 by generate.py; do not edit.
+#include "normgen_fwd.cuh"
+
+namespace {
+struct Traits {
+  using X = __half;
+  using W = __half;
+  using Y = __nv_fp8_e4m3;
+  using SM = float;  // smooth-scale precision (unused without kSmooth)
+  using SY = float;  // per-row scale precision (dynamic quant)
+  static constexpr normgen::Norm kNorm = normgen::Norm::LAYERNORM;
+  static constexpr normgen::Pipeline kPipeline = normgen::Pipeline::ONE_PASS;
+  static constexpr int kFusedAdd = 1;
+  static constexpr bool kXBias = false;
+  static constexpr normgen::Quant kQuant = normgen::Quant::DYNAMIC;
+  static constexpr bool kSmooth = true;
+  static constexpr bool kSaveStats = false;
+  static constexpr int kThreadsPerRow = 160;
+  static constexpr int kRowsPerBlock = 1;
+  static constexpr int kVec = 8;
+  static constexpr int kRepeat = 8;
+  static constexpr int kCluster = 1;
+  static constexpr bool kStaged = true;
+  static constexpr bool kStreamed = false;
+  static constexpr bool kLean = false;
+  static constexpr bool kRagged = false;
+  static constexpr bool kPackColumns = false;
+  static constexpr bool kKeepOutputs = true;
+  static constexpr normgen::Cache kRowCache = normgen::Cache::PAST_L1;
+  static constexpr int kOutputStep = 2;
+  static constexpr int kColumnPrefetch = 0;
+  static constexpr int kColumnRegisters = 0;
+  static constexpr int kColumnAhead = 0;
+  static constexpr bool kFoldShift = false;
+  static constexpr int kRowImages = 0;
+  static constexpr int kResidualBatch = 1;
+  static constexpr bool kSegmentSteps = false;
+};
+}  // namespace
+
+// __launch_bounds__' residency target: fewer blocks where an SM's shared memory holds fewer
+// (devices.launch_blocks)
+#if __CUDA_ARCH__ == 860 || __CUDA_ARCH__ == 890 || __CUDA_ARCH__ == 1200
+#define NORMGEN_MIN_BLOCKS 2
+#else
+#define NORMGEN_MIN_BLOCKS 4
+#endif
+
+extern "C" __global__ void __launch_bounds__(160, NORMGEN_MIN_BLOCKS)
+layernorm_fwd_fp16_add1_smfp32_dqfp8_syfp32_nb10240_1p_v8(const normgen::Params p) {
+  normgen::norm_fwd<Traits, false>(p);
+}
