@@ -23,7 +23,7 @@ struct Traits {
   static constexpr int kCluster = 1;
   static constexpr bool kStaged = false;
   static constexpr bool kStreamed = false;
-  static constexpr bool kLean = false;
+  static constexpr bool kLean = true;
   static constexpr bool kRagged = false;
   static constexpr bool kPackColumns = false;
   static constexpr bool kKeepOutputs = false;
@@ -39,7 +39,7 @@ struct Traits {
 };
 }  // namespace
 
-extern "C" __global__ void __launch_bounds__(160, 3)
+extern "C" __global__ void __launch_bounds__(160, 5)
 layernorm_fwd_fp16_nb5120_1p_v8_mv(const normgen::Params p) {
   normgen::norm_fwd<Traits, false>(p);
 }

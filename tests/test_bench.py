@@ -282,7 +282,7 @@ def test_dry_run_records_every_case(dry, tmp_path):
     assert "normgen_test_no_such_module" in result["peers"]["liger"]["reason"]
     big = [r for r in result["rows"] if r["timing"] == "events"]
     # every case has a row per implementation asked for and importable, whatever happened
-    assert len(big) == 2 * len(bench.cases(ops, True)) == 2 * (2 * 9 + 8)
+    assert len(big) == 2 * len(bench.cases(ops, True)) == 2 * (2 * 10 + 9)
     assert not [r for r in big if r["impl"] == "liger"]
     by = {(r["op"], r["dtype"], r["n"], r["impl"]): r for r in big}
     assert by[("rmsnorm", "float16", 1000, "quack")]["status"] == "ok"
