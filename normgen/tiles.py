@@ -10,9 +10,12 @@ cover DRAM latency. Small buckets pack several rows into one block. Rows too lon
 registers are split over a thread-block cluster whose blocks combine their partial sums
 through distributed shared memory, so no row is read twice from DRAM.
 
+Between powers of two, fitted buckets cut a one-block register row's shape to 5/8 of its
+threads (`fitted`), for rows of whole 16-byte vectors just past half a bucket.
+
 The tables depend on N, the element size (STREAMED_TILES: the type) and (QUANT_LN_TILES,
-STREAMED_TILES, LEAN_LN_TILES, SINGLE_INPUT_TILES) the operation, never on the number of
-rows, so a row's result does not depend on the batch it is in.
+STREAMED_TILES, LEAN_LN_TILES, LEAN_PROLOGUE_LN_TILES, PLAIN_RMS_TILES, SINGLE_INPUT_TILES) the
+operation, never on the number of rows, so a row's result does not depend on the batch it is in.
 """
 from __future__ import annotations
 
