@@ -186,10 +186,16 @@ class Op:
     @property
     def tables(self) -> list:
         """The tables that may replace tiles.ONE_PASS_TILES' entry, first match first."""
-        streamed = [tiles.STREAMED_TILES] if self.quant_ln and self.light_columns else []
-        own = (streamed + [tiles.QUANT_LN_TILES] if self.quant_ln else [tiles.LEAN_LN_TILES] if self.plain_ln
-               else [tiles.LEAN_PROLOGUE_LN_TILES] if self.prologue_ln else [tiles.PLAIN_RMS_TILES] if self.plain_rms
-               else [])
+        if self.quant_ln:
+            own = ([tiles.STREAMED_TILES] if self.light_columns else []) + [tiles.QUANT_LN_TILES]
+        elif self.plain_ln:
+            own = [tiles.LEAN_LN_TILES]
+        elif self.prologue_ln:
+            own = [tiles.LEAN_PROLOGUE_LN_TILES]
+        elif self.plain_rms:
+            own = [tiles.PLAIN_RMS_TILES]
+        else:
+            own = []
         return own + ([tiles.SINGLE_INPUT_TILES] if not self.prologue and not self.quant_ln else [])
 
 

@@ -145,10 +145,10 @@ def test_h200_runs_write_their_own_files(tmp_path, gpu, stem):
 def test_quick_and_full_sizes():
     for op, (_, pow2, _, _) in bench.OPS.items():
         quick, full = bench.sizes(op, True), bench.sizes(op, False)
-        assert set(bench.ODD_N) == {1000, 5003, 5120, 50257, 100003}
-        assert set(bench.ODD_N) <= set(quick) and set(bench.ODD_N) <= set(full), op
-        assert [n for n in quick if n not in bench.ODD_N] == list(pow2[::2]), op
-        assert [n for n in full if n not in bench.ODD_N] == list(pow2), op
+        assert set(bench.OTHER_N) == {1000, 5003, 5120, 50257, 100003}
+        assert set(bench.OTHER_N) <= set(quick) and set(bench.OTHER_N) <= set(full), op
+        assert [n for n in quick if n not in bench.OTHER_N] == list(pow2[::2]), op
+        assert [n for n in full if n not in bench.OTHER_N] == list(pow2), op
         assert list(full) == sorted(full)
     quick, full = bench.cases(list(bench.OPS), True), bench.cases(list(bench.OPS), False)
     assert (len(quick), len(full)) == (95, 135)

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from .status import reason  # noqa: F401
 from .timing import ELEMENTS, copy_gbps, time_events  # noqa: F401
-from .ops import ODD_N, OPS, SMALL_RMS, call_spec, cases, sizes  # noqa: F401
+from .ops import OPS, OTHER_N, SMALL_RMS, call_spec, cases, sizes  # noqa: F401
 from .peers import IMPLS, PEER_CALLS, PEER_MISSING, PEERS  # noqa: F401
 from .report import markdown, summary_lines, write_outputs  # noqa: F401
 from .measure import run  # noqa: F401

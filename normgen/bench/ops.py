@@ -10,7 +10,7 @@ from .timing import _torch
 BIG_N = (1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072, 262144, 524288)
 # N that are not powers of two, every op, every dtype, quick or not: odd widths, 1000, and
 # 5120, a common model width just past half its power-of-two bucket (tiles.fitted)
-ODD_N = (1000, 5003, 5120, 50257, 100003)
+OTHER_N = (1000, 5003, 5120, 50257, 100003)
 SMALL = ((1, 4096), (32, 4096), (256, 4096), (1, 8192), (32, 8192), (256, 8192))  # LayerNorm
 SMALL_RMS = ((1, 4096), (32, 4096))  # RMSNorm
 DTYPES = ("bfloat16", "float16", "float32")
@@ -135,9 +135,9 @@ def call_spec(op: str, x: DType) -> KernelSpec:
 
 def sizes(op: str, quick: bool) -> tuple:
     """The row lengths N the run times for op: its powers of two (every other one with
-    --quick) and the N that are not powers of two (ODD_N)."""
+    --quick) and OTHER_N, those that are not powers of two."""
     pow2 = OPS[op][1]
-    return tuple(sorted(set(pow2[::2] if quick else pow2) | set(ODD_N)))
+    return tuple(sorted(set(pow2[::2] if quick else pow2) | set(OTHER_N)))
 
 
 def cases(ops, quick: bool) -> list:

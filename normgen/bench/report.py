@@ -103,7 +103,7 @@ def markdown(result: dict) -> str:
            f"M x N = 2^27 elements; ratio = effective bandwidth / device-to-device copy ({copy}, read + "
            f"write, same run); torch {result['torch']}. Marks: — no such op, × failed, … not run "
            f"(time budget), ! a peer's outputs differ from torch eager's; footnotes below each table.", ""]
-    mode = "quick (every other power of two, and the N that are not powers of two)" if result.get("quick") else "full"
+    mode = "quick (every other power of two, and every N that is not one)" if result.get("quick") else "full"
     state = "" if result.get("complete", True) else " **Incomplete**: still running, or cut short."
     if result.get("skipped_cases"):
         state = f" **Incomplete**: the time budget ({result['budget_s']:.0f} s) skipped {result['skipped_cases']} cases."
