@@ -142,6 +142,12 @@ def longest_row(spec: KernelSpec) -> int:
     return spec.bucket - (spec.vec - 1 if spec.framed else 0)
 
 
+def framed_range(spec: KernelSpec) -> tuple[int, int]:
+    """(lo, top): the rows a framed instance serves, lo < N <= top: those whose smallest
+    one-pass bucket is its own and whose frame it holds (dispatch.candidates)."""
+    return max((b for b in tiles.ONE_PASS_TILES[spec.x.itemsize] if b < spec.bucket), default=0), longest_row(spec)
+
+
 def shorter_bucket(spec: KernelSpec) -> int:
     """The largest bucket below a one-pass spec's in which the same instance is valid (0:
     none): the dispatcher gives spec the rows of its kind longer than that."""

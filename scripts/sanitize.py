@@ -48,7 +48,7 @@ import threading
 import time
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
@@ -57,7 +57,7 @@ sys.path.insert(0, str(ROOT))
 
 from normgen import codegen, matrix, paths, tiles  # noqa: E402
 from normgen.recipe import recipe  # noqa: E402
-from normgen.spec import KernelSpec, invalid_reason, longest_row, parse_name, shorter_bucket  # noqa: E402
+from normgen.spec import KernelSpec, framed_range, invalid_reason, parse_name, shorter_bucket  # noqa: E402
 from normgen.types import DType, FusedAdd, Norm, Pipeline, Quant  # noqa: E402
 
 # ---- the compute-sanitizer flags ------------------------------------------------------------
@@ -211,9 +211,8 @@ def n_values(spec: KernelSpec) -> list[int]:
     if spec.ragged:
         lo = shorter_bucket(spec)
         return [spec.bucket - 1] + ([lo + 5] if lo + 5 < spec.bucket else [])
-    if spec.framed:  # the longest row its frame holds, and a few past the next smaller bucket's
-        below = shorter_bucket(spec)
-        lo, top = longest_row(replace(spec, bucket=below)) if below else 0, longest_row(spec)
+    if spec.framed:  # the longest row its frame holds, and a few past the next smaller bucket
+        lo, top = framed_range(spec)
         return [top] + ([lo + 5] if lo + 5 < top else [])
     if spec.pipeline == Pipeline.TWO_PASS:
         chunk = t.threads_per_row * t.vec * t.repeat

@@ -4,9 +4,8 @@ from __future__ import annotations
 import pytest
 
 from normgen import dispatch, tiles
-from dataclasses import replace
 
-from normgen.spec import longest_row, shorter_bucket
+from normgen.spec import framed_range, shorter_bucket
 from normgen.types import FusedAdd, Norm, Pipeline, Quant
 
 from .conftest import source_dir
@@ -24,12 +23,11 @@ def _n_cases(spec):
     """N values an instance is tested at: two-pass, all of N_VALUES and past the one-pass
     range; one-pass, those in its bucket, both ends of it, and tiny rows (mostly padding)."""
     v = spec.vec
-    if spec.framed:  # any N the frame holds: both ends, odd N, N % V of every kind, tiny rows
-        below = shorter_bucket(spec)
-        lo, top = longest_row(replace(spec, bucket=below)) if below else 0, longest_row(spec)
+    if spec.framed:  # the N it serves (framed_range): both ends, odd N, N % V of every kind, tiny rows
+        lo, top = framed_range(spec)
         ns = {n for n in N_VALUES if lo < n <= top} | {1, 7, lo + 1, lo + 3, top - 1, top, (lo + top) // 2 + 5,
                                                       top - v - 2}
-        return sorted(n for n in ns if 1 <= n <= top)
+        return sorted(n for n in ns if lo < n <= top)
     if spec.ragged:  # any N in the bucket: both ends, odd N, N % V of every kind, tiny rows
         lo = shorter_bucket(spec)
         ns = {n for n in N_VALUES if lo < n <= spec.bucket} | {1, 7, lo + 1, lo + 3, spec.bucket - 1, spec.bucket,
