@@ -58,17 +58,12 @@ __device__ __forceinline__ void set_outside(Packed<T, P, V>& v, int i, int lo, i
   }
 }
 
-// One vector's words, by value: what the out-of-line paths below take and give (a register
-// array passed to a function that is not inlined would move to local memory).
+// One vector's words, by value: what the element paths and the stores below take and give.
 template <typename T, int V> struct VecWords {
   uint32_t w[(V * static_cast<int>(sizeof(T)) + 3) / 4];
 };
-template <int V> struct VecFloats {
-  float v[V];
-};
 
-// The rare paths, kept out of line so that the row's loop stays small in the instruction
-// cache: a vector of row's columns col .. col + V - 1 element by element, zeros (or
+// The rare paths: a vector of row's columns col .. col + V - 1 element by element, zeros (or
 // `absent` where row is null) outside [0, n); and a vector's columns inside [0, n) stored so.
 template <typename T, int V>
 __device__ __forceinline__ VecWords<T, V> elements_in(const T* row, int col, int n, float absent) {
