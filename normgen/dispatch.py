@@ -55,8 +55,9 @@ def candidates(call: KernelSpec, n: int, vec_align: int, device: Optional[device
     16-byte vectors: the smallest one-pass bucket that holds the row (while N is within the
     one-pass range), in 16-byte vectors. Other rows whose per-column vectors are 16-byte
     aligned (col_align, None for that): framed rows in the smallest bucket that holds the
-    row, where its frame holds it too and they serve it (recipe.framed_serves); then, from the smallest bucket that holds the row, ragged rows and narrower
-    vectors in the order recipe.ragged_first gives. Then two-pass. Which of them serves a
+    row, where its frame holds it too and they serve it (recipe.framed_serves); then, from
+    the smallest bucket that holds the row, ragged rows and narrower vectors in the order
+    recipe.ragged_first gives. Then two-pass. Which of them serves a
     call depends on N, the precisions, the fusions and the alignments alone (never on M), so
     a row's result does not depend on the batch it is in."""
     x = call.x

@@ -40,7 +40,7 @@ AXES: dict[str, Axis] = {
     "bucket": Axis("largest N of a one-pass instance", tuple(map(str, tiles.BUCKETS)),
                    tuple(map(str, tiles.BUCKETS))),
     "vec": Axis("elements per access ('max' = 16 bytes; 'ragged' = 16 bytes, rows of any start and N; "
-                "'framed' = 16 bytes, rows of any start and N whose row tensors start alike)",
+                "'framed' = 16 bytes over a frame around each row, rows of any start and N)",
                 ("max", "ragged", "framed", "1", "2", "4", "8"), ("max", "ragged", "framed")),
 }
 
@@ -126,8 +126,8 @@ def _product(values: Mapping[str, tuple[str, ...]]) -> Iterator[KernelSpec]:
         shapes = [(Pipeline.TWO_PASS, None)] if "2p" in v("pipeline") else []
         if "1p" in v("pipeline"):
             shapes += [(Pipeline.ONE_PASS, int(b)) for b in v("bucket")]
-        vecs = sorted({(xd.vmax, s == "ragged", s == "framed") if s in ("max", "ragged", "framed") else (int(s), False, False)
-                       for s in v("vec")})
+        vecs = sorted({(xd.vmax, s == "ragged", s == "framed") if s in ("max", "ragged", "framed")
+                       else (int(s), False, False) for s in v("vec")})
         for (pipe, bucket), (vec, ragged, framed), (quant, out, smooth, scale) in itertools.product(
             shapes, vecs, quant_variants
         ):

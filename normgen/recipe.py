@@ -330,11 +330,12 @@ def recipe(spec: KernelSpec) -> Recipe:
 
 # Framed rows take the aligned instance's tile (their body is the aligned rows' accesses) or,
 # where that one is staged (LayerNorm + dynamic quant), the bucket's plain tile; unfused
-# RMSNorm its own where one is listed (tiles.FRAMED_RMS_TILES); at least
-# _framed_registers, as many blocks an SM
-# as that budget holds (not the lean fp32 rows' two 512-thread blocks at 16384, which spill). None of the aligned pipelines' other
-# knobs: framed_rows.cuh loads each row's columns realigned and keeps no outputs. Tiles
-# staged either way (or over a cluster) have no framed rows (docs/policy.md: framed rows).
+# RMSNorm its own where one is listed (tiles.FRAMED_RMS_TILES); at least _framed_registers,
+# and as many blocks an SM as that budget holds (not the lean fp32 rows' two 512-thread
+# blocks at 16384, which spill). None of the aligned pipelines' other knobs: framed_rows.cuh
+# loads each row's columns realigned and keeps no outputs. Two kernels (Entry.ANY, and
+# Entry.ALIKE without the bounce slots). Tiles staged either way (or over a cluster) have no
+# framed rows (docs/policy.md: framed rows).
 def _framed_registers(spec: KernelSpec, op: Op) -> int:
     """A framed row's least register budget: tiles.FRAMED_MIN_REGISTERS, or
     FRAMED_SPILL_REGISTERS for unfused LayerNorm where 64 spilled (ptxas, NVRTC 13.5): 16-bit
@@ -358,8 +359,8 @@ def _framed_recipe(spec: KernelSpec, op: Op) -> Recipe:
     tile = replace(tile, registers=max(tile.registers, _framed_registers(spec, op)))
     # each warp's bounce slots (framed_rows.cuh: store_unlike): 33 16-byte slots a step
     bounce = tile.block_threads // 32 * tile.repeat * 33 * 16 if tile.threads_per_row % 32 == 0 else 0
-    return replace(aligned, tile=tile, whole_row_kernel=False, kernels=((spec.symbol, Entry.ANY), (spec.name + "_alike", Entry.ALIKE)),
-                   image_bytes=bounce,
+    kernels = ((spec.symbol, Entry.ANY), (spec.name + "_alike", Entry.ALIKE))
+    return replace(aligned, tile=tile, whole_row_kernel=False, kernels=kernels, image_bytes=bounce,
                    min_blocks_per_sm=tile.min_blocks_per_sm, pack_columns=False, keep_outputs=False,
                    row_cache=_row_cache(spec, op, tile), output_step=tile.repeat, column_prefetch=0,
                    column_registers=0, column_ahead=0, fold_shift=False)

@@ -30,9 +30,8 @@ class KernelSpec:
     # rows of any start and length, in aligned accesses of `vec` (16 bytes) realigned on chip;
     # else every row's start and N are multiples of `vec`
     ragged: bool = False
-    # rows of any start and length whose row tensors (x, residual, y) all start at the same
-    # element of their 16 bytes: aligned accesses of `vec` over a frame around each row, the
-    # per-column vectors read realigned (kernels/framed_rows.cuh)
+    # rows of any start and length in register buckets, in the aligned accesses of `vec` over
+    # a frame around each row, the per-column vectors read realigned (kernels/framed_rows.cuh)
     framed: bool = False
 
     # ---- names and keys derived from the fields (policy: normgen.recipe) -------------
