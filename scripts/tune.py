@@ -37,7 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from normgen import bench, codegen, matrix  # noqa: E402
 from normgen import compile as nvrtc  # noqa: E402
 from normgen.recipe import Recipe, recipe  # noqa: E402
-from normgen.spec import KernelSpec, SpecError, longest_row, parse_name  # noqa: E402
+from normgen.spec import KernelSpec, SpecError, framed_range, parse_name  # noqa: E402
 from normgen.types import QUANT_NAMES, Entry, FusedAdd, Norm, Pipeline, Quant  # noqa: E402
 
 LAUNCH = "max_groups"  # a launch override, not a Recipe field: runtime.Kernel.max_groups
@@ -240,18 +240,21 @@ def instances(name: str) -> list[KernelSpec]:
 
 
 def serves(spec: KernelSpec, n: int) -> bool:
-    """Whether spec serves rows of n: any length up to its longest row for ragged and framed
-    rows, whole vectors up to its bucket for the others (two-pass instances: any whole
-    vectors)."""
-    whole = spec.ragged or spec.framed or n % spec.vec == 0
-    return whole and (spec.bucket is None or n <= longest_row(spec))
+    """Whether spec serves rows of n: those of spec.framed_range for framed rows, any length
+    up to its bucket for ragged rows, whole vectors up to it for the others (two-pass
+    instances: any whole vectors)."""
+    if spec.framed:
+        lo, top = framed_range(spec)
+        return lo < n <= top
+    whole = spec.ragged or n % spec.vec == 0
+    return whole and (spec.bucket is None or n <= spec.bucket)
 
 
 def row_length(spec: KernelSpec, n: Optional[int]) -> int:
     """n, or spec's bucket where n is None; ValueError where spec does not serve that length."""
     length = n or spec.bucket
     if length is None or not serves(spec, length):
-        raise ValueError(f"{spec.name} does not serve N={n}" if length else "a two-pass instance needs N")
+        raise ValueError(f"{spec.name} does not serve N={length}" if length else "a two-pass instance needs N")
     return length
 
 

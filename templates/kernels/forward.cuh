@@ -1,7 +1,7 @@
-// The forward kernels' entry: norm_fwd<Traits, E> checks an instance's traits against
-// one another and runs the pipeline they name, for the rows that entry E serves. An instance file (templates/instance.cu.j2)
-// defines the Traits and a kernel that calls norm_fwd; the generated normgen_fwd.cuh defines
-// Params and includes this file.
+// The forward kernels' entry: norm_fwd<Traits, E> checks an instance's traits against one
+// another and runs the pipeline they name, for the rows that entry E serves. An instance
+// file (templates/instance.cu.j2) defines the Traits and a kernel that calls norm_fwd; the
+// generated normgen_fwd.cuh defines Params and includes this file.
 #pragma once
 #include "framed_rows.cuh"
 #include "ragged_rows.cuh"
