@@ -14,7 +14,7 @@ from . import arrays, devices, ondemand, paths, runtime, tiles
 from . import registry as registry_file
 from .ondemand import NormgenWarning, set_strict  # noqa: F401 (public)
 from .recipe import ragged_first
-from .spec import KernelSpec, invalid_reason, longest_row
+from .spec import KernelSpec, framed_range, invalid_reason
 from .types import FLOAT_INPUTS, QUANT_NAMES, DType, FusedAdd, Norm, NormOutput, Pipeline, Quant
 
 GENERATED_DIR = paths.dispatched()
@@ -70,10 +70,11 @@ def candidates(call: KernelSpec, n: int, vec_align: int, device: Optional[device
         return invalid_reason(s) is None and (device is None or devices.unsupported_reason(s, device) is None)
 
     if n <= tiles.ONE_PASS_MAX_N[x]:
-        if skewed:  # where the smallest bucket's frame (vec - 1 columns more) holds the row
+        if skewed:  # the smallest bucket's framed instance, where its frame holds the row
             b = min(b for b in tiles.ONE_PASS_TILES[x.itemsize] if b >= n)
             s = replace(call, pipeline=Pipeline.ONE_PASS, bucket=b, vec=x.vmax, ragged=False, framed=True)
-            if longest_row(s) >= n and usable(s):
+            lo, top = framed_range(s)
+            if lo < n <= top and usable(s):
                 yield s
         for b in tiles.ONE_PASS_TILES[x.itemsize]:
             if b >= n:

@@ -52,6 +52,12 @@ template <int C, int K> struct PushSlots {
 };
 template <int K> struct PushSlots<0, K> {};
 
+// Row shapes a block reduction takes: whole warps, and 16 or more of them a power of two
+// (they are combined by a butterfly).
+__host__ __device__ constexpr bool whole_warps(int T) {
+  return T % 32 == 0 && (T / 32 < 16 || ((T / 32) & (T / 32 - 1)) == 0);
+}
+
 // Shared memory one reduction needs: per-warp partials, and for clusters this block's total
 // (read by the other blocks) and the cluster total (read by this block's threads), or with
 // kPush the other blocks' totals pushed to it.
@@ -95,7 +101,7 @@ __device__ __forceinline__ void row_reduce(float (&v)[K], ReduceScratch<T, R, K,
   }
   if constexpr (T > 32) {
     constexpr int W = T / 32;
-    static_assert(T % 32 == 0 && (W < 16 || (W & (W - 1)) == 0), "whole warps; 16 or more a butterfly of them");
+    static_assert(whole_warps(T), "whole warps; 16 or more a butterfly of them");
     const int warp = threadIdx.x / 32;
     float* row = sh.warps + (warp / W) * W * K;
     if (threadIdx.x % 32 == 0) {

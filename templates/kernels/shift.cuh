@@ -46,7 +46,7 @@ __device__ __forceinline__ bool reduce_warp_shifted(float& k, float (&s)[2], Red
     for (int j = 0; j < 2; ++j) s[j] += __shfl_xor_sync(0xffffffffu, s[j], off);
   }
   constexpr int W = T / 32;
-  static_assert(T % 32 == 0 && (W < 16 || (W & (W - 1)) == 0), "whole warps; 16 or more a butterfly of them");
+  static_assert(whole_warps(T), "whole warps; 16 or more a butterfly of them");
   const int warp = threadIdx.x / 32;
   float* row = sh.warps + (warp / W) * W * 3;
   if (threadIdx.x % 32 == 0) {
