@@ -177,22 +177,6 @@ PLAIN_RMS_TILES: dict[int, dict[int, Shape]] = {
     },
 }
 
-# Framed rows (kernels/framed_rows.cuh) of unfused RMSNorm, over fewer threads than
-# the aligned tile and more vectors each: a row's fixed work (its skew, its edges, the
-# columns' realignment) over fewer warps, more blocks an SM.
-FRAMED_RMS_TILES: dict[int, dict[int, Shape]] = {
-    2: {
-        4096: Shape(128, registers=96),
-        8192: Shape(128, registers=96),
-        16384: Shape(256),
-    },
-}
-# Framed rows' least register budget: the aligned tiles' lean fp32 budgets (40, 48) spill
-# the frame's edges.
-FRAMED_MIN_REGISTERS = 64
-# ... and unfused LayerNorm's where 64 spilled (recipe._framed_registers).
-FRAMED_SPILL_REGISTERS = 80
-
 # fp32 rows of 32768 that read x alone (LayerNorm's dynamic quant aside) are staged in one
 # 1024-thread block instead of a cluster of two: no cluster exchange.
 SINGLE_INPUT_TILES: dict[int, dict[int, Shape]] = {
