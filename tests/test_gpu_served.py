@@ -93,9 +93,9 @@ def test_a_call_no_instance_serves_is_generated_and_served(tmp_path, monkeypatch
 
 
 @pytest.mark.parametrize("call, n", [
-    (_call(Norm.LAYERNORM, DType.BF16), 5003),  # rows in registers
+    (_call(Norm.LAYERNORM, DType.BF16, save_stats=True), 5003),  # rows in registers (statistics: their bits)
     (_call(Norm.LAYERNORM, DType.FP32, save_stats=True), 1001),  # rows sharing a block
-    (_call(Norm.RMSNORM, DType.FP16), 50257),  # staged over a cluster
+    (_call(Norm.RMSNORM, DType.FP16, save_stats=True), 50257),  # staged over a cluster (rstd: its bits)
     (_call(Norm.LAYERNORM, DType.FP16, fused_add=FusedAdd.STORE, quant=DQ, out=DType.INT8, smooth=DType.FP32,
            scale=DType.FP32), 5002),
     (_call(Norm.RMSNORM, DType.BF16, fused_add=FusedAdd.STORE, quant=SQ, out=DType.FP8), 100003),
