@@ -15,6 +15,8 @@
 # into the summary. Hypothesis keeps its examples in $OUT/hypothesis (HYPOTHESIS_DATABASE_DIR).
 # tests/test_install.py is left to CI: its wheel builds fetch build dependencies, and the GPU
 # machine has no network. A shard that LIMIT stops marks the summary line INCOMPLETE.
+# SHARDS=K0-K1 runs only shards K0..K1 of JOBS: a suite longer than one call, split over
+# calls on one machine (give each call the same JOBS; add up their summary lines).
 set -uo pipefail
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 OUT="${OUT:-/tmp/normgen-out}"; mkdir -p "$OUT"
@@ -24,9 +26,10 @@ GPUS="$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')"; [ "$GPUS" -ge 1 ] || GPUS=
 CORES="$(nproc)"; PER_GPU=$(( CORES / GPUS * 6 / 16 )); [ "$PER_GPU" -ge 1 ] || PER_GPU=1
 [ "$PER_GPU" -le 6 ] || PER_GPU=6
 JOBS="${JOBS:-$(( PER_GPU * GPUS ))}"
+SHARDS="${SHARDS:-0-$((JOBS - 1))}"; FIRST="${SHARDS%-*}"; LAST="${SHARDS#*-}"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv > "$OUT/gpu.txt" 2>&1
 run() { if [ -n "${LIMIT:-}" ]; then timeout -s INT "$LIMIT" "$@"; else "$@"; fi; }
-for k in $(seq 0 $((JOBS - 1))); do
+for k in $(seq "$FIRST" "$LAST"); do
   CUDA_VISIBLE_DEVICES=$(( k % GPUS )) HYPOTHESIS_DATABASE_DIR="$OUT/hypothesis" \
     run python3 -m pytest -q -p no:cacheprovider --maxfail=30 -rfE --durations=5 --ignore=tests/test_install.py \
     --shard "$k/$JOBS" "${@:-tests}" \
@@ -36,7 +39,7 @@ wait
 # one line for the run: the shards' counts added up, the longest shard's time, INCOMPLETE
 # where LIMIT stopped a shard
 total="$(python3 scripts/suite_summary.py "$JOBS" "${LIMIT:-}" "$OUT"/pytest.[0-9]*.log)"
-for k in $(seq 0 $((JOBS - 1))); do cat "$OUT/pytest.$k.log"; done > "$OUT/pytest.log"
+for k in $(seq "$FIRST" "$LAST"); do cat "$OUT/pytest.$k.log"; done > "$OUT/pytest.log"
 rm -f "$OUT"/pytest.[0-9]*.log
 grep -E "^(FAILED|ERROR)" "$OUT/pytest.log" | head -40
 echo "$total" >> "$OUT/pytest.log"
