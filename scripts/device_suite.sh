@@ -16,7 +16,8 @@
 # tests/test_install.py is left to CI: its wheel builds fetch build dependencies, and the GPU
 # machine has no network. A shard that LIMIT stops marks the summary line INCOMPLETE.
 # SHARDS=K0-K1 runs only shards K0..K1 of JOBS: a suite longer than one call, split over
-# calls on one machine (give each call the same JOBS; add up their summary lines).
+# calls on one machine (give each call the same JOBS; add up their summary lines; the extra
+# selections and the sanitizer run in each call that leaves EXTRA and SANITIZE at 1).
 set -uo pipefail
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 OUT="${OUT:-/tmp/normgen-out}"; mkdir -p "$OUT"
