@@ -25,6 +25,7 @@ struct Traits {
   static constexpr bool kStreamed = false;
   static constexpr bool kLean = false;
   static constexpr bool kRagged = true;
+  static constexpr bool kFramed = false;
   static constexpr bool kPackColumns = false;
   static constexpr bool kKeepOutputs = false;
   static constexpr normgen::Cache kRowCache = normgen::Cache::NORMAL;
@@ -41,5 +42,5 @@ struct Traits {
 
 extern "C" __global__ void __launch_bounds__(128, 4)
 layernorm_fwd_bf16_add1_dqint8_syfp32_nb64_1p_r8(const normgen::Params p) {
-  normgen::norm_fwd<Traits, false>(p);
+  normgen::norm_fwd<Traits, normgen::Entry::ANY>(p);
 }

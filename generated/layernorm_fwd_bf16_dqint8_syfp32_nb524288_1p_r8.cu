@@ -25,6 +25,7 @@ struct Traits {
   static constexpr bool kStreamed = false;
   static constexpr bool kLean = false;
   static constexpr bool kRagged = true;
+  static constexpr bool kFramed = false;
   static constexpr bool kPackColumns = false;
   static constexpr bool kKeepOutputs = false;
   static constexpr normgen::Cache kRowCache = normgen::Cache::NORMAL;
@@ -50,5 +51,5 @@ struct Traits {
 extern "C" __global__ void __launch_bounds__(512, NORMGEN_MIN_BLOCKS)
 __cluster_dims__(16, 1, 1)
 layernorm_fwd_bf16_dqint8_syfp32_nb524288_1p_r8(const normgen::Params p) {
-  normgen::norm_fwd<Traits, false>(p);
+  normgen::norm_fwd<Traits, normgen::Entry::ANY>(p);
 }

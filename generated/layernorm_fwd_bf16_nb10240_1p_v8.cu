@@ -25,6 +25,7 @@ struct Traits {
   static constexpr bool kStreamed = false;
   static constexpr bool kLean = true;
   static constexpr bool kRagged = false;
+  static constexpr bool kFramed = false;
   static constexpr bool kPackColumns = false;
   static constexpr bool kKeepOutputs = false;
   static constexpr normgen::Cache kRowCache = normgen::Cache::KEEP_L2;
@@ -41,5 +42,5 @@ struct Traits {
 
 extern "C" __global__ void __launch_bounds__(320, 3)
 layernorm_fwd_bf16_nb10240_1p_v8(const normgen::Params p) {
-  normgen::norm_fwd<Traits, false>(p);
+  normgen::norm_fwd<Traits, normgen::Entry::ANY>(p);
 }

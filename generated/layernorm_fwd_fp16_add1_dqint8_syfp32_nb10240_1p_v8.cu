@@ -25,6 +25,7 @@ struct Traits {
   static constexpr bool kStreamed = false;
   static constexpr bool kLean = false;
   static constexpr bool kRagged = false;
+  static constexpr bool kFramed = false;
   static constexpr bool kPackColumns = false;
   static constexpr bool kKeepOutputs = true;
   static constexpr normgen::Cache kRowCache = normgen::Cache::PAST_L1;
@@ -49,5 +50,5 @@ struct Traits {
 
 extern "C" __global__ void __launch_bounds__(160, NORMGEN_MIN_BLOCKS)
 layernorm_fwd_fp16_add1_dqint8_syfp32_nb10240_1p_v8(const normgen::Params p) {
-  normgen::norm_fwd<Traits, false>(p);
+  normgen::norm_fwd<Traits, normgen::Entry::ANY>(p);
 }

@@ -25,6 +25,7 @@ struct Traits {
   static constexpr bool kStreamed = false;
   static constexpr bool kLean = false;
   static constexpr bool kRagged = false;
+  static constexpr bool kFramed = false;
   static constexpr bool kPackColumns = false;
   static constexpr bool kKeepOutputs = false;
   static constexpr normgen::Cache kRowCache = normgen::Cache::KEEP_L2;
@@ -41,5 +42,5 @@ struct Traits {
 
 extern "C" __global__ void __launch_bounds__(128, 4)
 layernorm_fwd_fp16_nb128_1p_v8_mv(const normgen::Params p) {
-  normgen::norm_fwd<Traits, false>(p);
+  normgen::norm_fwd<Traits, normgen::Entry::ANY>(p);
 }

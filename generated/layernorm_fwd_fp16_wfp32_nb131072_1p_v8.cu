@@ -25,6 +25,7 @@ struct Traits {
   static constexpr bool kStreamed = false;
   static constexpr bool kLean = false;
   static constexpr bool kRagged = false;
+  static constexpr bool kFramed = false;
   static constexpr bool kPackColumns = false;
   static constexpr bool kKeepOutputs = false;
   static constexpr normgen::Cache kRowCache = normgen::Cache::PAST_L1;
@@ -52,10 +53,10 @@ struct Traits {
 extern "C" __global__ void __launch_bounds__(256, NORMGEN_MIN_BLOCKS)
 __cluster_dims__(8, 1, 1)
 layernorm_fwd_fp16_wfp32_nb131072_1p_v8(const normgen::Params p) {
-  normgen::norm_fwd<Traits, false>(p);
+  normgen::norm_fwd<Traits, normgen::Entry::ANY>(p);
 }
 extern "C" __global__ void __launch_bounds__(256, NORMGEN_MIN_BLOCKS)
 __cluster_dims__(8, 1, 1)
 layernorm_fwd_fp16_wfp32_nb131072_1p_v8_full(const normgen::Params p) {
-  normgen::norm_fwd<Traits, true>(p);
+  normgen::norm_fwd<Traits, normgen::Entry::WHOLE>(p);
 }

@@ -25,6 +25,7 @@ struct Traits {
   static constexpr bool kStreamed = false;
   static constexpr bool kLean = false;
   static constexpr bool kRagged = false;
+  static constexpr bool kFramed = false;
   static constexpr bool kPackColumns = false;
   static constexpr bool kKeepOutputs = false;
   static constexpr normgen::Cache kRowCache = normgen::Cache::NORMAL;
@@ -49,9 +50,9 @@ struct Traits {
 
 extern "C" __global__ void __launch_bounds__(512, NORMGEN_MIN_BLOCKS)
 rmsnorm_fwd_bf16_add1_dqfp8_syfp32_nb32768_1p_v8(const normgen::Params p) {
-  normgen::norm_fwd<Traits, false>(p);
+  normgen::norm_fwd<Traits, normgen::Entry::ANY>(p);
 }
 extern "C" __global__ void __launch_bounds__(512, NORMGEN_MIN_BLOCKS)
 rmsnorm_fwd_bf16_add1_dqfp8_syfp32_nb32768_1p_v8_full(const normgen::Params p) {
-  normgen::norm_fwd<Traits, true>(p);
+  normgen::norm_fwd<Traits, normgen::Entry::WHOLE>(p);
 }

@@ -25,6 +25,7 @@ struct Traits {
   static constexpr bool kStreamed = false;
   static constexpr bool kLean = false;
   static constexpr bool kRagged = false;
+  static constexpr bool kFramed = false;
   static constexpr bool kPackColumns = false;
   static constexpr bool kKeepOutputs = false;
   static constexpr normgen::Cache kRowCache = normgen::Cache::NORMAL;
@@ -42,10 +43,10 @@ struct Traits {
 extern "C" __global__ void __launch_bounds__(1024, 1)
 __cluster_dims__(2, 1, 1)
 rmsnorm_fwd_fp32_nb65536_1p_v4_mv(const normgen::Params p) {
-  normgen::norm_fwd<Traits, false>(p);
+  normgen::norm_fwd<Traits, normgen::Entry::ANY>(p);
 }
 extern "C" __global__ void __launch_bounds__(1024, 1)
 __cluster_dims__(2, 1, 1)
 rmsnorm_fwd_fp32_nb65536_1p_v4_mv_full(const normgen::Params p) {
-  normgen::norm_fwd<Traits, true>(p);
+  normgen::norm_fwd<Traits, normgen::Entry::WHOLE>(p);
 }

@@ -14,7 +14,7 @@ from . import arrays, devices, ondemand, paths, runtime, tiles
 from . import registry as registry_file
 from .ondemand import NormgenWarning, set_strict  # noqa: F401 (public)
 from .recipe import ragged_first
-from .spec import KernelSpec, invalid_reason
+from .spec import KernelSpec, framed_range, invalid_reason
 from .types import FLOAT_INPUTS, QUANT_NAMES, DType, FusedAdd, Norm, NormOutput, Pipeline, Quant
 
 GENERATED_DIR = paths.dispatched()
@@ -51,21 +51,36 @@ def registry() -> dict:
 def candidates(call: KernelSpec, n: int, vec_align: int, device: Optional[devices.Device] = None,
                col_align: Optional[int] = None):
     """Instances that can serve a call (its fusions and precisions as in `call`; pipeline,
-    bucket and vector width free) on `device` (None: any), best first: the smallest
-    one-pass bucket that holds the row (while N is within the one-pass range), and in it
-    16-byte vectors, then ragged rows (where the per-column vectors are 16-byte aligned:
-    col_align, None for that) and narrower vectors in the order recipe.ragged_first gives;
-    then two-pass."""
+    bucket and vector width free) on `device` (None: any), best first. Rows of whole
+    16-byte vectors: the smallest one-pass bucket that holds the row (while N is within the
+    one-pass range), in 16-byte vectors. Other rows whose per-column vectors are 16-byte
+    aligned (col_align, None for that): framed rows in the smallest bucket that holds the
+    row, where its frame holds it too and they serve it (recipe.framed_serves); then, from
+    the smallest bucket that holds the row, ragged rows and narrower vectors in the order
+    recipe.ragged_first gives. Then two-pass. Which of them serves a
+    call depends on N, the precisions, the fusions and the alignments alone (never on M), so
+    a row's result does not depend on the batch it is in."""
     x = call.x
     vecs = [v for v in (8, 4, 2, 1) if v <= vec_align and v <= x.vmax]
-    ragged = [(x.vmax, True)] * ((col_align is None or col_align >= x.vmax) and vec_align < x.vmax)
+    skewed = (col_align is None or col_align >= x.vmax) and vec_align < x.vmax
+    ragged = [(x.vmax, True)] * skewed
     full, narrow = [(v, False) for v in vecs if v == x.vmax], [(v, False) for v in vecs if v < x.vmax]
+
+    def usable(s: KernelSpec) -> bool:
+        return invalid_reason(s) is None and (device is None or devices.unsupported_reason(s, device) is None)
+
     if n <= tiles.ONE_PASS_MAX_N[x]:
+        if skewed:  # the smallest bucket's framed instance, where its frame holds the row
+            b = min(b for b in tiles.ONE_PASS_TILES[x.itemsize] if b >= n)
+            s = replace(call, pipeline=Pipeline.ONE_PASS, bucket=b, vec=x.vmax, ragged=False, framed=True)
+            lo, top = framed_range(s)
+            if lo < n <= top and usable(s):
+                yield s
         for b in tiles.ONE_PASS_TILES[x.itemsize]:
             if b >= n:
                 widths = full + (ragged + narrow if ragged_first(call, b) else narrow + ragged)
                 for s in (replace(call, pipeline=Pipeline.ONE_PASS, bucket=b, vec=v, ragged=r) for v, r in widths):
-                    if invalid_reason(s) is None and (device is None or devices.unsupported_reason(s, device) is None):
+                    if usable(s):
                         yield s
     yield from (replace(call, pipeline=Pipeline.TWO_PASS, bucket=None, vec=v, ragged=False) for v in vecs)
 
@@ -248,6 +263,15 @@ def _vec_align(xv: arrays.View, x_bits: int, weights) -> int:
     """The widest vector width (of at most 16 bytes) that every access of this call is
     aligned for: it depends on the pointers' addresses modulo 16 only (see signature)."""
     return min(_lowbit(x_bits | xv.ptr // xv.dtype.itemsize), _col_align(xv, weights))
+
+
+def _alike_rows(v: arrays.View, n: int, rows: int, inner: int, so: int, si: int) -> bool:
+    """Whether each row of v starts at the element of its 16 bytes at which the same row of a
+    dense (rows, n) output starts (the outputs are made so): a framed instance then stores
+    every output in x's aligned vectors (kernels/framed_rows.cuh)."""
+    vmax = 16 // v.dtype.itemsize
+    return (v.ptr // v.dtype.itemsize % vmax == 0 and (rows <= 1 or (si - n) % vmax == 0)
+            and (rows <= inner or (so - inner * n) % vmax == 0))
 
 
 def _col_align(xv: arrays.View, weights) -> int:
@@ -562,6 +586,9 @@ def _plan(norm, x, gamma, beta, residual, x_bias, smooth_scale, quant_scale, eps
     needs_grad = tuple(arg for arg, v in (("x", xv), ("gamma", gv), ("beta", bv), ("residual", rv),
                                           ("x_bias", xbv), ("smooth_scale", smv))
                        if v is not None and v.torch and v.obj.requires_grad)
+    if rows and kernel.alike is not None and _alike_rows(xv, n, rows, inner, so, si) and (
+            rv is None or _alike_rows(rv, n, rows, inner, r_so, r_si)):
+        kernel = kernel.alike
     plan = Plan(xv.device, kernel.launcher(rows) if rows else None, makers, arrays.stream_getter(xv),
                 (rows, inner, so, si, r_so, r_si, n, e, weight_offset, 0), single, needs_grad)
     return plan, (xv.obj, *(v and v.obj for v in (gv, bv, rv, xbv, smv, qv)))

@@ -39,8 +39,9 @@ AXES: dict[str, Axis] = {
                      ("1p", "2p")),
     "bucket": Axis("largest N of a one-pass instance", tuple(map(str, tiles.BUCKETS)),
                    tuple(map(str, tiles.BUCKETS))),
-    "vec": Axis("elements per access ('max' = 16 bytes; 'ragged' = 16 bytes, rows of any start and N)",
-                ("max", "ragged", "1", "2", "4", "8"), ("max", "ragged")),
+    "vec": Axis("elements per access ('max' = 16 bytes; 'ragged' = 16 bytes, rows of any start and N; "
+                "'framed' = 16 bytes over a frame around each row, rows of any start and N)",
+                ("max", "ragged", "framed", "1", "2", "4", "8"), ("max", "ragged", "framed")),
 }
 
 
@@ -51,7 +52,7 @@ AXES: dict[str, Axis] = {
 DEFAULT_FAMILIES: tuple[Mapping[str, tuple[str, ...]], ...] = (
     {  # plain LayerNorm: every precision and weight precision, with and without stats; rows
         # in registers not 16-byte aligned also one element an access (recipe.ragged_first)
-        "vec": ("max", "ragged", "1"),
+        "vec": ("max", "ragged", "framed", "1"),
     },
     {  # plain RMSNorm likewise
         "norm": ("rmsnorm",),
@@ -125,15 +126,16 @@ def _product(values: Mapping[str, tuple[str, ...]]) -> Iterator[KernelSpec]:
         shapes = [(Pipeline.TWO_PASS, None)] if "2p" in v("pipeline") else []
         if "1p" in v("pipeline"):
             shapes += [(Pipeline.ONE_PASS, int(b)) for b in v("bucket")]
-        vecs = sorted({(xd.vmax, s == "ragged") if s in ("max", "ragged") else (int(s), False) for s in v("vec")})
-        for (pipe, bucket), (vec, ragged), (quant, out, smooth, scale) in itertools.product(
+        vecs = sorted({(xd.vmax, s == "ragged", s == "framed") if s in ("max", "ragged", "framed")
+                       else (int(s), False, False) for s in v("vec")})
+        for (pipe, bucket), (vec, ragged, framed), (quant, out, smooth, scale) in itertools.product(
             shapes, vecs, quant_variants
         ):
             yield KernelSpec(
                 norm=Norm(norm), x=xd, w=xd if wp == "same" else DType(wp),
                 out=out or xd, fused_add=FusedAdd(int(add)), x_bias=xb == "1",
                 quant=quant, smooth=smooth, scale=scale, save_stats=mv == "1",
-                pipeline=pipe, bucket=bucket, vec=vec, ragged=ragged,
+                pipeline=pipe, bucket=bucket, vec=vec, ragged=ragged, framed=framed,
             )
 
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Optional
 
 from . import tiles
-from .types import Cache, DType, FusedAdd, Norm, Pipeline, Quant
+from .types import Cache, DType, Entry, FusedAdd, Norm, Pipeline, Quant
 
 if TYPE_CHECKING:
     from .spec import KernelSpec
@@ -253,7 +253,7 @@ class Recipe:
     tile: Tile
     op: Op  # what of the operation the one-pass tile depends on
     whole_row_kernel: bool  # a second kernel, for rows of exactly the bucket's length
-    kernels: tuple[tuple[str, bool], ...]  # (symbol, serves only rows of the bucket's length) per kernel
+    kernels: tuple[tuple[str, Entry], ...]  # (symbol, the rows it serves) per kernel
     min_blocks_per_sm: int  # __launch_bounds__' residency target
     pack_columns: bool
     keep_outputs: bool
@@ -266,7 +266,7 @@ class Recipe:
     # rows a ragged register row's shared-memory image holds (ragged_rows.cuh): 2, this row and the
     # next in flight; 1, the next copied in once this one is read; 0, no image
     row_images: int
-    image_bytes: int  # ... the dynamic shared memory those images take (0: none)
+    image_bytes: int  # ... the dynamic shared memory those images (or framed rows' bounce slots) take (0: none)
     residual_batch: int  # staged ragged rows with a fused add: the residual's vectors loaded at a time (else 1)
     # ragged rows: steps counted per warp segment (those past the row's end skip its last
     # step, those before it take it whole), else per row (ragged.cuh: RaggedCols)
@@ -278,10 +278,19 @@ class Recipe:
         rows', or its row images."""
         return self.tile.shared_bytes or self.image_bytes
 
+    def symbol(self, entry: Entry) -> Optional[str]:
+        """The symbol of the kernel for `entry`'s rows; None where the file has none."""
+        return next((symbol for symbol, e in self.kernels if e == entry), None)
+
     @property
     def full_symbol(self) -> Optional[str]:
         """The whole-row kernel's symbol; None where the file has none."""
-        return next((symbol for symbol, full in self.kernels if full), None)
+        return self.symbol(Entry.WHOLE)
+
+    def launch_bytes(self, entry: Entry) -> int:
+        """The dynamic shared memory the kernel for `entry` is launched with: an ALIKE
+        kernel's rows never go through the bounce slots that are a framed row's only ones."""
+        return 0 if entry == Entry.ALIKE else self.shared_bytes
 
 
 @functools.cache
@@ -290,6 +299,8 @@ def recipe(spec: KernelSpec) -> Recipe:
     op = _op(spec)
     if spec.ragged:
         return _ragged_recipe(spec, op)
+    if spec.framed:
+        return _framed_recipe(spec, op)
     tile = _tile(spec, op)
     keep = _keep_outputs(spec, op, tile)
     step = _output_step(spec, op, tile, keep)
@@ -300,7 +311,7 @@ def recipe(spec: KernelSpec) -> Recipe:
         tile=tile,
         op=op,
         whole_row_kernel=whole,
-        kernels=((spec.symbol, False),) + (((spec.name + "_full", True),) if whole else ()),
+        kernels=((spec.symbol, Entry.ANY),) + (((spec.name + "_full", Entry.WHOLE),) if whole else ()),
         min_blocks_per_sm=blocks,
         pack_columns=_pack_columns(spec, op, tile, keep),
         keep_outputs=keep,
@@ -317,6 +328,44 @@ def recipe(spec: KernelSpec) -> Recipe:
     )
 
 
+# Framed rows take the aligned instance's tile (their body is the aligned rows' accesses) or,
+# where that one is staged (LayerNorm + dynamic quant), the bucket's plain tile; unfused
+# RMSNorm its own where one is listed (tiles.FRAMED_RMS_TILES); at least _framed_registers,
+# and as many blocks an SM as that budget holds (not the lean fp32 rows' two 512-thread
+# blocks at 16384, which spill). None of the aligned pipelines' other knobs: framed_rows.cuh
+# loads each row's columns realigned and keeps no outputs. Two kernels (Entry.ANY, and
+# Entry.ALIKE without the bounce slots). Tiles staged either way (or over a cluster) have no
+# framed rows (docs/policy.md: framed rows).
+def _framed_registers(spec: KernelSpec, op: Op) -> int:
+    """A framed row's least register budget: tiles.FRAMED_MIN_REGISTERS, or
+    FRAMED_SPILL_REGISTERS for unfused LayerNorm where 64 spilled (ptxas, NVRTC 13.5): 16-bit
+    rows of 10240 (8-96 bytes with saved statistics or fp32 weights on sm_90, without them on
+    sm_80-89) and fp32 rows of 5120 (16 bytes on sm_90)."""
+    spills = op.plain_ln and (spec.x.itemsize == 2 and spec.bucket == 10240
+                              or spec.x.itemsize == 4 and spec.bucket == 5120)
+    return tiles.FRAMED_SPILL_REGISTERS if spills else tiles.FRAMED_MIN_REGISTERS
+
+
+def _framed_recipe(spec: KernelSpec, op: Op) -> Recipe:
+    aligned = recipe(replace(spec, framed=False))
+    tile = aligned.tile
+    if tile.shared_bytes:
+        tile = one_pass_tile(spec.x, spec.bucket, spec.vec)
+    table = tiles.FRAMED_RMS_TILES if op.rmsnorm and not op.fused else {}
+    shape = table_entry(table, spec.x, spec.bucket)
+    if shape is not None:
+        tile = replace(tile, threads_per_row=shape.threads, rows_per_block=shape.rows,
+                       repeat=spec.bucket // (shape.threads * spec.vec), registers=shape.registers or 128)
+    tile = replace(tile, registers=max(tile.registers, _framed_registers(spec, op)))
+    # each warp's bounce slots (framed_rows.cuh: store_unlike): 33 16-byte slots a step
+    bounce = tile.block_threads // 32 * tile.repeat * 33 * 16 if tile.threads_per_row % 32 == 0 else 0
+    kernels = ((spec.symbol, Entry.ANY), (spec.name + "_alike", Entry.ALIKE))
+    return replace(aligned, tile=tile, whole_row_kernel=False, kernels=kernels, image_bytes=bounce,
+                   min_blocks_per_sm=tile.min_blocks_per_sm, pack_columns=False, keep_outputs=False,
+                   row_cache=_row_cache(spec, op, tile), output_step=tile.repeat, column_prefetch=0,
+                   column_registers=0, column_ahead=0, fold_shift=False)
+
+
 # Ragged rows take their bucket's plain tile (tiles.ONE_PASS_TILES) and none of the aligned
 # pipelines' knobs; staged blocks the register budget of _ragged_staged_registers.
 def _ragged_recipe(spec: KernelSpec, op: Op) -> Recipe:
@@ -327,7 +376,7 @@ def _ragged_recipe(spec: KernelSpec, op: Op) -> Recipe:
         tile = replace(tile, registers=_ragged_image_registers(spec, op, tile))
     images = _ragged_row_images(spec, tile)
     image_bytes = _ragged_images_bytes(spec, tile)
-    return Recipe(tile=tile, op=op, whole_row_kernel=False, kernels=((spec.symbol, False),),
+    return Recipe(tile=tile, op=op, whole_row_kernel=False, kernels=((spec.symbol, Entry.ANY),),
                   min_blocks_per_sm=blocks_per_sm(tile, tile.shared_bytes or image_bytes), pack_columns=False,
                   keep_outputs=False,
                   row_cache=Cache.NORMAL, output_step=_ragged_output_step(spec, op, tile), column_prefetch=0,
@@ -453,6 +502,16 @@ def _ragged_output_step(spec: KernelSpec, op: Op, tile: Tile) -> int:
     if spec.x == DType.FP16 and not op.rmsnorm and tile.cluster == 1:
         return 2
     return tile.repeat
+
+
+def framed_serves(spec: KernelSpec) -> bool:
+    """Whether framed rows serve the rows of spec's bucket that are not 16-byte aligned, ahead
+    of ragged rows and narrower vectors: the buckets of tiles.FRAMED_BUCKETS, where they
+    measured faster than both (docs/policy.md: framed rows)."""
+    op = _op(spec)
+    kind = ("rmsnorm" if op.rmsnorm else "layernorm") + (
+        "+quant" if op.quant != Quant.NONE else "+prologue" if op.prologue else "")
+    return spec.bucket in tiles.FRAMED_BUCKETS.get(spec.x.itemsize, {}).get(kind, frozenset())
 
 
 def ragged_first(call: KernelSpec, bucket: int) -> bool:

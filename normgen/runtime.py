@@ -15,6 +15,7 @@ from cupy.cuda import driver, runtime
 from . import cache, devices, params
 from .recipe import Recipe, recipe
 from .spec import KernelSpec
+from .types import Entry
 
 _CU_LAUNCH_PARAM_BUFFER_POINTER = 1
 _CU_LAUNCH_PARAM_BUFFER_SIZE = 2
@@ -48,7 +49,7 @@ class Kernel:
 
     spec: KernelSpec
     module: cupy.cuda.function.Module  # keeps the module loaded
-    symbol: str  # the kernel's name in the module (spec.symbol, or its recipe's full_symbol)
+    symbol: str  # the kernel's name in the module (Recipe.symbol of its entry)
     func: int  # CUfunction
     block: int
     rows_per_block: int
@@ -56,6 +57,7 @@ class Kernel:
     smem: int  # dynamic shared memory per block
     max_groups: int  # tile.waves times the blocks (clusters) the device holds, or (tile.resident) exactly
     # the clusters it holds; they stride over the rest
+    alike: Optional[Kernel] = None  # the instance's kernel for rows that start alike (Entry.ALIKE), if any
 
     def launcher(self, rows: int):
         """A function (stream, values) that launches this kernel over `rows` rows; values:
@@ -134,17 +136,22 @@ _loading = threading.Lock()  # one module per instance and device, however many 
 
 def load(spec: KernelSpec, source_dir: Path, device: int, n: int, built: Optional[Recipe] = None) -> Kernel:
     """The kernel of `spec` that serves rows of n: the whole-row kernel where it has one and
-    n is its bucket (Recipe.whole_row_kernel), else the one for every n. `built`: the recipe
-    source_dir's file was rendered with, where not the spec's own (a tuning tool's)."""
+    n is its bucket (Recipe.whole_row_kernel), else the one for every n, with the kernel for
+    rows that start alike attached where the instance has one (Kernel.alike: the caller
+    knows its rows). `built`: the recipe source_dir's file was rendered with, where not the
+    spec's own (a tuning tool's)."""
     r = built or recipe(spec)
-    full = r.whole_row_kernel and n == spec.bucket
-    key = (spec, source_dir, device, full, r)
+    entry = Entry.WHOLE if r.whole_row_kernel and n == spec.bucket else Entry.ANY
+    key = (spec, source_dir, device, entry, r)
     kernel = _loaded.get(key)
     if kernel is None:
         with _loading:
             kernel = _loaded.get(key)
             if kernel is None:
-                kernel = _loaded[key] = _load(spec, source_dir, device, r.full_symbol if full else spec.symbol, r)
+                kernel = _load(spec, source_dir, device, entry, r)
+                if r.symbol(Entry.ALIKE):
+                    kernel.alike = _load(spec, source_dir, device, Entry.ALIKE, r)
+                _loaded[key] = kernel
     return kernel
 
 
@@ -159,12 +166,13 @@ def _module(spec: KernelSpec, source_dir: Path, device: int) -> cupy.cuda.functi
         return module
 
 
-def _load(spec: KernelSpec, source_dir: Path, device: int, symbol: str, built: Recipe) -> Kernel:
+def _load(spec: KernelSpec, source_dir: Path, device: int, entry: Entry, built: Recipe) -> Kernel:
     with cupy.cuda.Device(device):
         props = runtime.getDeviceProperties(device)
         module = _module(spec, source_dir, device)
+        symbol = built.symbol(entry)
         func = module.get_function(symbol)  # cupy.cuda.function.Function: .ptr is the CUfunction
-        tile, shared = built.tile, built.shared_bytes
+        tile, shared = built.tile, built.launch_bytes(entry)
         if shared > 48 * 1024:  # beyond the default dynamic shared-memory limit
             driver.funcSetAttribute(func.ptr, _MAX_DYNAMIC_SHARED_SIZE_BYTES, shared)
         if tile.cluster > devices.PORTABLE_CLUSTER:
@@ -173,5 +181,9 @@ def _load(spec: KernelSpec, source_dir: Path, device: int, symbol: str, built: R
             func.ptr, tile.block_threads, shared)
         blocks = max(per_sm, 1) * props["multiProcessorCount"]
         groups = resident_clusters(func.ptr, tile) if tile.resident else max(blocks // tile.cluster, 1) * tile.waves
+        if spec.framed and groups > tile.vec:
+            # a multiple of vec blocks: each block's rows of a dense batch then start at one
+            # element of their 16 bytes, and it realigns its held columns once (framed_rows.cuh)
+            groups -= groups % tile.vec
         return Kernel(spec, module, symbol, func.ptr, tile.block_threads, tile.rows_per_block,
                       tile.cluster, shared, groups)

@@ -8,7 +8,7 @@ from dataclasses import dataclass, fields, replace
 from typing import Optional
 
 from . import tiles
-from .recipe import has_one_pass, recipe
+from .recipe import framed_serves, has_one_pass, recipe
 from .types import FLOAT_INPUTS, QUANT_OUTPUTS, DType, FusedAdd, Norm, Pipeline, Quant
 
 
@@ -30,6 +30,9 @@ class KernelSpec:
     # rows of any start and length, in aligned accesses of `vec` (16 bytes) realigned on chip;
     # else every row's start and N are multiples of `vec`
     ragged: bool = False
+    # rows of any start and length in register buckets, in the aligned accesses of `vec` over
+    # a frame around each row, the per-column vectors read realigned (kernels/framed_rows.cuh)
+    framed: bool = False
 
     # ---- names and keys derived from the fields (policy: normgen.recipe) -------------
     @property
@@ -49,7 +52,7 @@ class KernelSpec:
             parts.append("sy" + self.scale.value)
         if self.pipeline == Pipeline.ONE_PASS:
             parts.append(f"nb{self.bucket}")
-        parts += [self.pipeline.value, f"{'r' if self.ragged else 'v'}{self.vec}"]
+        parts += [self.pipeline.value, f"{'r' if self.ragged else 'f' if self.framed else 'v'}{self.vec}"]
         if self.save_stats:
             parts.append("mv")
         return "_".join(parts)
@@ -74,7 +77,7 @@ class KernelSpec:
         """The instance of the same operation that serves every N and alignment (two-pass,
         one element an access): what the matrix falls back to, and what calls of the same
         semantics share whatever instance serves them."""
-        return replace(self, pipeline=Pipeline.TWO_PASS, bucket=None, vec=1, ragged=False)
+        return replace(self, pipeline=Pipeline.TWO_PASS, bucket=None, vec=1, ragged=False, framed=False)
 
 
 def invalid_reason(spec: KernelSpec) -> Optional[str]:
@@ -115,9 +118,37 @@ def invalid_reason(spec: KernelSpec) -> Optional[str]:
                     "residual without spilling; the next bucket or the two-pass instance serves it")
     if s.ragged and (s.pipeline != Pipeline.ONE_PASS or s.vec != s.x.vmax):
         return "ragged rows are one-pass instances of 16-byte vectors"
+    if s.framed:
+        if s.ragged:
+            return "a row is framed or ragged, not both"
+        if s.pipeline != Pipeline.ONE_PASS or s.vec != s.x.vmax:
+            return "framed rows are one-pass instances of 16-byte vectors"
+        tile = recipe(s).tile
+        if tile.shared_bytes or tile.cluster > 1:
+            return (f"framed rows are held in registers by one block; the {s.bucket} bucket's rows are "
+                    "staged or span a cluster (its ragged rows serve them)")
+        narrow = [d.value for d in (s.w, s.smooth) if d is not None and d.itemsize * s.x.vmax < 16]
+        if narrow:
+            return (f"framed rows read per-column vectors in 16-byte chunks of {s.x.vmax} elements; "
+                    f"{', '.join(narrow)} ones of {s.x.value} rows fill less (ragged rows serve them)")
+        if not framed_serves(s):
+            return (f"ragged rows or narrower vectors serve the {s.bucket} bucket's unaligned rows of this "
+                    "operation faster than framed rows (recipe.framed_serves)")
     if s.pipeline == Pipeline.TWO_PASS and s.bucket is not None:
         return "a two-pass instance serves every N and has no bucket"
     return None
+
+
+def longest_row(spec: KernelSpec) -> int:
+    """The longest row a one-pass instance serves: its bucket, less the vector's other
+    columns for framed rows (a row's frame may begin vec - 1 columns before it)."""
+    return spec.bucket - (spec.vec - 1 if spec.framed else 0)
+
+
+def framed_range(spec: KernelSpec) -> tuple[int, int]:
+    """(lo, top): the rows a framed instance serves, lo < N <= top: those whose smallest
+    one-pass bucket is its own and whose frame it holds (dispatch.candidates)."""
+    return max((b for b in tiles.ONE_PASS_TILES[spec.x.itemsize] if b < spec.bucket), default=0), longest_row(spec)
 
 
 def shorter_bucket(spec: KernelSpec) -> int:
@@ -152,7 +183,7 @@ _NAME_RE = re.compile(
     r"(?:_(?P<q>dq|sq)(?P<out>int8|fp8))?"
     r"(?:_sy(?P<sy>[a-z0-9]+))?"
     r"(?:_nb(?P<nb>\d+))?"
-    r"_(?P<pipe>1p|2p)_(?P<acc>[vr])(?P<vec>\d+)"
+    r"_(?P<pipe>1p|2p)_(?P<acc>[vrf])(?P<vec>\d+)"
     r"(?P<mv>_mv)?$"
 )
 
@@ -185,6 +216,7 @@ def parse_name(name: str) -> KernelSpec:
             bucket=int(g["nb"]) if g["nb"] else None,
             vec=int(g["vec"]),
             ragged=g["acc"] == "r",
+            framed=g["acc"] == "f",
         )
     except KeyError as e:
         raise SpecError(f"{name!r}: unknown precision {e.args[0]!r}") from None

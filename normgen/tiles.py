@@ -177,6 +177,43 @@ PLAIN_RMS_TILES: dict[int, dict[int, Shape]] = {
     },
 }
 
+# Framed rows (kernels/framed_rows.cuh) of unfused RMSNorm, over fewer threads than
+# the aligned tile and more vectors each: a row's fixed work (its skew, its edges, the
+# columns' realignment) over fewer warps, more blocks an SM. The 8192 and 16384 entries
+# serve the buckets fitted from them (5120, 10240); framed rows serve neither 8192 nor 16384
+# itself (FRAMED_BUCKETS).
+FRAMED_RMS_TILES: dict[int, dict[int, Shape]] = {
+    2: {
+        4096: Shape(128, registers=96),
+        8192: Shape(128, registers=96),
+        16384: Shape(256),
+    },
+}
+# The buckets whose rows that are not 16-byte aligned framed rows serve (recipe.framed_serves),
+# by x's element size and the operation: where they measured ahead of ragged rows and of one
+# element an access, at each N tried in the bucket or on average over them (docs/policy.md:
+# framed rows). Unmeasured operations (fp32 with a fused add, an x-bias or a quant) take
+# ragged rows.
+FRAMED_BUCKETS: dict[int, dict[str, frozenset[int]]] = {
+    2: {
+        "layernorm": frozenset({10240}),
+        "rmsnorm": frozenset({1024, 2048, 4096, 5120, 10240}),
+        "layernorm+prologue": frozenset({1024, 2048, 5120, 10240}),
+        "rmsnorm+prologue": frozenset({1024, 2048, 4096, 5120}),
+        "layernorm+quant": frozenset({2048, 5120}),
+        "rmsnorm+quant": frozenset({1024, 2048, 4096, 5120}),
+    },
+    4: {
+        "layernorm": frozenset({10240}),
+        "rmsnorm": frozenset({512, 1024, 2048, 10240, 16384}),
+    },
+}
+# Framed rows' least register budget: the aligned tiles' lean fp32 budgets (40, 48) spill
+# the frame's edges.
+FRAMED_MIN_REGISTERS = 64
+# ... and unfused LayerNorm's where 64 spilled (recipe._framed_registers).
+FRAMED_SPILL_REGISTERS = 80
+
 # fp32 rows of 32768 that read x alone (LayerNorm's dynamic quant aside) are staged in one
 # 1024-thread block instead of a cluster of two: no cluster exchange.
 SINGLE_INPUT_TILES: dict[int, dict[int, Shape]] = {

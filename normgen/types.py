@@ -104,6 +104,17 @@ class Quant(_CppEnum):
     STATIC = "sq"
 
 
+class Entry(_CppEnum):
+    """Which rows one kernel of an instance serves (its file defines a kernel per entry of
+    Recipe.kernels): ANY, every row the instance serves; WHOLE, rows of exactly the
+    bucket's length (staged and streamed rows, n a constant); ALIKE, framed rows whose row
+    tensors all start at x's row's element of their 16 bytes (no bounce slots)."""
+
+    ANY = "any"
+    WHOLE = "whole"
+    ALIKE = "alike"
+
+
 class Cache(_CppEnum):
     """Where a row's 16-byte loads of x (and the residual) leave their lines: NORMAL, in L2
     only (PAST_L1: ld.global.cg), or with L2's evict_last policy (KEEP_L2), as

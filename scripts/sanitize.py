@@ -57,7 +57,7 @@ sys.path.insert(0, str(ROOT))
 
 from normgen import codegen, matrix, paths, tiles  # noqa: E402
 from normgen.recipe import recipe  # noqa: E402
-from normgen.spec import KernelSpec, invalid_reason, parse_name, shorter_bucket  # noqa: E402
+from normgen.spec import KernelSpec, framed_range, invalid_reason, parse_name, shorter_bucket  # noqa: E402
 from normgen.types import DType, FusedAdd, Norm, Pipeline, Quant  # noqa: E402
 
 # ---- the compute-sanitizer flags ------------------------------------------------------------
@@ -77,7 +77,7 @@ OPTIONAL_FLAGS = {"--launch-timeout", "--kernel-name"}  # dropped, with a note, 
 CHILD_OK = "normgen-sanitize: child finished"
 
 # ---- the cases ---------------------------------------------------------------------------------
-PIPELINES = ("registers", "staged", "cluster", "streamed", "two-pass", "ragged")
+PIPELINES = ("registers", "staged", "cluster", "streamed", "two-pass", "ragged", "framed")
 EPILOGUES = ("plain", "fused add", "dynamic quant", "static quant")
 
 
@@ -85,6 +85,8 @@ def pipeline_of(spec: KernelSpec) -> str:
     t = recipe(spec).tile
     if spec.ragged:
         return "ragged"
+    if spec.framed:
+        return "framed"
     if spec.pipeline == Pipeline.TWO_PASS:
         return "two-pass"
     if t.stream_bytes:
@@ -209,6 +211,9 @@ def n_values(spec: KernelSpec) -> list[int]:
     if spec.ragged:
         lo = shorter_bucket(spec)
         return [spec.bucket - 1] + ([lo + 5] if lo + 5 < spec.bucket else [])
+    if spec.framed:  # the longest row its frame holds, and a few past the next smaller bucket
+        lo, top = framed_range(spec)
+        return [top] + ([lo + 5] if lo + 5 < top else [])
     if spec.pipeline == Pipeline.TWO_PASS:
         chunk = t.threads_per_row * t.vec * t.repeat
         return [2 * chunk + 3 * v, 7 * v]
@@ -327,11 +332,13 @@ def child(instance: str, source: Path, seed: int) -> int:
         kernel = runtime.load(spec, source, 0, n)
         m = rows_for(fixed_grid(spec), kernel.max_groups, kernel.rows_per_block)
         kind = gpu.KINDS[i % len(gpu.KINDS)]
-        # ragged rows: x's rows start anywhere in a vector, the residual's elsewhere
-        pad, start = (11, 5) if spec.ragged else (8, 0)
+        # ragged rows: x's rows start anywhere in a vector, the residual's elsewhere; framed
+        # rows: contiguous rows (each row tensor's rows start alike: aligned accesses), then x
+        # sliced from wider rows (y's rows start unlike x's: the bounce slots)
+        pad, start = (11, 5) if spec.ragged or (spec.framed and i % 2) else (0, 0) if spec.framed else (8, 0)
         case = gpu.Case(spec.x, spec.w, n, m, kind, pad, gpu.case_seed(seed, instance, n), call, start=start)
         what = f"{instance} N={n} M={m} {kind} (kernel {kernel.symbol}, {kernel.max_groups} groups)"
-        assert dispatch.choose(call, n, 1 if spec.ragged else spec.vec) == spec, what
+        assert dispatch.choose(call, n, 1 if spec.ragged or spec.framed else spec.vec) == spec, what
         gpu.check_call(spec, case, gpu.expected(case), what, allocations=ExactPoisoned)
         used = {k.spec for k in dispatch._kernels.values()}
         assert used == {spec}, f"{what}: served by {sorted(s.name for s in used)}"

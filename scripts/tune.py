@@ -37,8 +37,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from normgen import bench, codegen, matrix  # noqa: E402
 from normgen import compile as nvrtc  # noqa: E402
 from normgen.recipe import Recipe, recipe  # noqa: E402
-from normgen.spec import KernelSpec, SpecError, parse_name  # noqa: E402
-from normgen.types import QUANT_NAMES, FusedAdd, Norm, Pipeline, Quant  # noqa: E402
+from normgen.spec import KernelSpec, SpecError, framed_range, parse_name  # noqa: E402
+from normgen.types import QUANT_NAMES, Entry, FusedAdd, Norm, Pipeline, Quant  # noqa: E402
 
 LAUNCH = "max_groups"  # a launch override, not a Recipe field: runtime.Kernel.max_groups
 COMMITTED = "committed"  # the baseline's label
@@ -100,8 +100,8 @@ def overridden(spec: KernelSpec, variant: dict[str, str]) -> Recipe:
         else:
             built = dataclasses.replace(built, **{outer: _value(getattr(built, outer), text, path)})
     if built.whole_row_kernel != base.whole_row_kernel:  # the file's kernels follow it
-        full = ((spec.name + "_full", True),) if built.whole_row_kernel else ()
-        built = dataclasses.replace(built, kernels=((spec.symbol, False),) + full)
+        full = ((spec.name + "_full", Entry.WHOLE),) if built.whole_row_kernel else ()
+        built = dataclasses.replace(built, kernels=((spec.symbol, Entry.ANY),) + full)
     if spec.pipeline == Pipeline.ONE_PASS and covered(built) > spec.bucket:
         raise ValueError(f"{spec.name}: the tile covers {covered(built)} elements of a row, past the bucket's "
                          f"{spec.bucket} (tile.repeat <= bucket / (threads_per_row * cluster * vec))")
@@ -240,8 +240,12 @@ def instances(name: str) -> list[KernelSpec]:
 
 
 def serves(spec: KernelSpec, n: int) -> bool:
-    """Whether spec serves rows of n: any length up to its bucket for ragged rows, whole
-    vectors up to it for the others (two-pass instances: any whole vectors)."""
+    """Whether spec serves rows of n: those of spec.framed_range for framed rows, any length
+    up to its bucket for ragged rows, whole vectors up to it for the others (two-pass
+    instances: any whole vectors)."""
+    if spec.framed:
+        lo, top = framed_range(spec)
+        return lo < n <= top
     whole = spec.ragged or n % spec.vec == 0
     return whole and (spec.bucket is None or n <= spec.bucket)
 
@@ -250,7 +254,7 @@ def row_length(spec: KernelSpec, n: Optional[int]) -> int:
     """n, or spec's bucket where n is None; ValueError where spec does not serve that length."""
     length = n or spec.bucket
     if length is None or not serves(spec, length):
-        raise ValueError(f"{spec.name} does not serve N={n}" if length else "a two-pass instance needs N")
+        raise ValueError(f"{spec.name} does not serve N={length}" if length else "a two-pass instance needs N")
     return length
 
 

@@ -31,10 +31,13 @@ def test_instance_compiles_without_spills(spec):
 
 
 def pipeline_of(spec) -> str:
-    """The pipeline an instance's kernel runs: two-pass, streamed, cluster, staged or registers."""
+    """The pipeline an instance's kernel runs: two-pass, framed, streamed, cluster, staged or
+    registers."""
     t = recipe(spec).tile
     if spec.bucket is None:
         return "two_pass"
+    if spec.framed:
+        return "framed"
     return "streamed" if t.stream_bytes else "cluster" if t.cluster > 1 else "staged" if t.stage_bytes else "registers"
 
 

@@ -71,10 +71,15 @@ def test_candidates_prefer_smallest_bucket_then_widest_vector_then_two_pass():
 
 
 def test_fitted_buckets_serve_aligned_rows_up_to_their_length():
-    """Rows of whole 16-byte vectors up to a fitted bucket's length take it; longer ones, and
-    rows that are not 16-byte aligned, the power-of-two bucket it is cut from."""
+    """Rows of whole 16-byte vectors up to a fitted bucket's length take it, longer ones the
+    power-of-two bucket it is cut from; other rows framed rows of the smallest bucket that
+    holds them (a fitted one too) where its frame holds them too and framed rows serve the
+    bucket (tiles.FRAMED_BUCKETS), else that bucket's ragged
+    rows (a fitted bucket's: its power of two's)."""
     for n, vec_align, want in ((4104, 8, "nb5120_1p_v8"), (5120, 8, "nb5120_1p_v8"), (5128, 8, "nb8192_1p_v8"),
-                               (5003, 1, "nb8192_1p_r8"), (5004, 4, "nb8192_1p_r8"), (10000, 8, "nb10240_1p_v8")):
+                               (5003, 1, "nb8192_1p_r8"), (5004, 4, "nb8192_1p_r8"), (5115, 1, "nb8192_1p_r8"),
+                               (9001, 1, "nb10240_1p_f8"),
+                               (10000, 8, "nb10240_1p_v8")):
         assert dispatch.choose(_call(), n, vec_align).name == f"layernorm_fwd_bf16_{want}", n
 
 
@@ -105,11 +110,15 @@ def test_choice_and_missing_instance_message(tmp_path):
         dispatch.use_generated(GENERATED)
         chosen = dispatch.choose(_call(save_stats=True), 1000, 8)
         assert chosen.name == "layernorm_fwd_bf16_nb1024_1p_v8_mv"
-        # N % 8 == 4: v4 is not in the default set; a plain LayerNorm row held in registers
-        # takes one element an access (recipe.ragged_first) where its ragged rows load no
-        # row image, else (and staged) ragged rows
+        # rows not of whole 16-byte vectors (N % 8 == 4, odd N): framed rows where they serve
+        # the bucket (recipe.framed_serves: unfused LayerNorm's the 10240 bucket) and its frame
+        # holds the row (in registers); else one element an access or ragged rows
+        # (recipe.ragged_first); staged rows ragged
         assert dispatch.choose(_call(), 1004, 4).name == "layernorm_fwd_bf16_nb1024_1p_v1"
+        assert dispatch.choose(_call(), 9001, 1).name == "layernorm_fwd_bf16_nb10240_1p_f8"
         assert dispatch.choose(_call(), 5003, 1).name == "layernorm_fwd_bf16_nb8192_1p_r8"
+        assert dispatch.choose(_call(), 4093, 1).name == "layernorm_fwd_bf16_nb4096_1p_r8"
+        assert dispatch.choose(_call(), 1020, 1).name == "layernorm_fwd_bf16_nb1024_1p_v1"
         assert dispatch.choose(_call(), 50257, 1).name == "layernorm_fwd_bf16_nb65536_1p_r8"
         # ... unless gamma and beta are not 16-byte aligned: the scalar two-pass instance
         assert dispatch.choose(_call(), 50257, 1, col_align=2).name == "layernorm_fwd_bf16_2p_v1"
@@ -117,8 +126,10 @@ def test_choice_and_missing_instance_message(tmp_path):
                           smooth=DType.FP32, scale=DType.FP32)
         assert dispatch.choose(add_quant, 5000, 8).name == \
             "layernorm_fwd_bf16_add1_smfp32_dqint8_syfp32_nb5120_1p_v8"  # a fitted bucket
-        # fusions at odd N: ragged rows; past the one-pass range, the two-pass scalar fallback
-        assert dispatch.choose(add_quant, 5001, 1).name == "layernorm_fwd_bf16_add1_smfp32_dqint8_syfp32_nb8192_1p_r8"
+        # fusions at odd N: framed rows (LayerNorm + quant on the bucket's plain tile, its
+        # aligned rows' being staged); past the one-pass range, the two-pass scalar fallback
+        assert dispatch.choose(add_quant, 5001, 1).name == "layernorm_fwd_bf16_add1_smfp32_dqint8_syfp32_nb5120_1p_f8"
+        assert dispatch.choose(add_quant, 20001, 1).name == "layernorm_fwd_bf16_add1_smfp32_dqint8_syfp32_nb32768_1p_r8"
         assert dispatch.choose(add_quant, 524289, 1).name == "layernorm_fwd_bf16_add1_smfp32_dqint8_syfp32_2p_v1"
         with pytest.raises(dispatch.MissingInstanceError) as info:
             dispatch.use_generated(GENERATED, registry={})
@@ -164,10 +175,10 @@ def test_a_call_no_instance_serves_is_generated_into_the_cache(tmp_path, monkeyp
         assert codegen.registered(folder) == [spec]
         # a second instance is added beside the first; the first is not generated again
         other = NO_WEIGHTS._replace(n=5003, vec_align=1)
-        with pytest.warns(normgen.NormgenWarning, match="rmsnorm_fwd_bf16_nb8192_1p_r8"):
+        with pytest.warns(normgen.NormgenWarning, match="rmsnorm_fwd_bf16_nb5120_1p_f8"):
             dispatch.instance_for(other, H100)
         assert [s.name for s in codegen.registered(folder)] == ["rmsnorm_fwd_bf16_nb1024_1p_v8",
-                                                               "rmsnorm_fwd_bf16_nb8192_1p_r8"]
+                                                               "rmsnorm_fwd_bf16_nb5120_1p_f8"]
         with warnings.catch_warnings():
             warnings.simplefilter("error")
             assert dispatch.instance_for(NO_WEIGHTS, H100) == (spec, folder)
@@ -190,8 +201,9 @@ def test_generation_on_demand_is_safe_across_processes(tmp_path):
     procs = [subprocess.Popen([sys.executable, "-c", script, str(n)], env=env, cwd=ROOT) for n in (100, 200, 5000, 20000)]
     assert [p.wait(timeout=120) for p in procs] == [0] * 4
     names = {s.name for s in codegen.registered(tmp_path / "generated")}
-    assert names == {"rmsnorm_fwd_bf16_nb128_1p_r8", "rmsnorm_fwd_bf16_nb256_1p_r8", "rmsnorm_fwd_bf16_nb8192_1p_r8",
-                     "rmsnorm_fwd_bf16_nb32768_1p_r8", "rmsnorm_fwd_bf16_nb4096_1p_r8", "rmsnorm_fwd_bf16_nb1024_1p_r8"}
+    # (framed rows where they serve a register bucket, ragged rows elsewhere)
+    assert names == {"rmsnorm_fwd_bf16_nb128_1p_r8", "rmsnorm_fwd_bf16_nb256_1p_r8", "rmsnorm_fwd_bf16_nb5120_1p_f8",
+                     "rmsnorm_fwd_bf16_nb32768_1p_r8", "rmsnorm_fwd_bf16_nb4096_1p_f8", "rmsnorm_fwd_bf16_nb1024_1p_f8"}
     assert {p.stem for p in (tmp_path / "generated").glob("*.cu")} == names
     assert not list((tmp_path / "generated").glob("*.tmp"))
 

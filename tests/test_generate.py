@@ -16,7 +16,7 @@ from normgen.compile import compile_file
 from normgen.matrix import AXES, select
 from normgen.recipe import recipe
 from normgen.spec import parse_name
-from normgen.types import Cache, DType
+from normgen.types import Cache, DType, Entry
 
 
 def run(*args):
@@ -72,8 +72,9 @@ def test_default_set_is_listed_and_is_the_common_set():
     ("--pipeline", "1p", lambda s: s.pipeline.value == "1p", True),
     ("--bucket", "64,8192", lambda s: s.bucket in (64, 8192) or s.pipeline.value == "2p", True),
     ("--vec", "1", lambda s: s.vec == 1, False),  # the fusions at scalar access too
-    ("--vec", "max", lambda s: s.vec == s.x.vmax and not s.ragged, True),
+    ("--vec", "max", lambda s: s.vec == s.x.vmax and not s.ragged and not s.framed, True),
     ("--vec", "ragged", lambda s: s.ragged, True),
+    ("--vec", "framed", lambda s: s.framed, True),
     ("--norm", "layernorm", lambda s: s.norm.value == "layernorm", False),  # + static-quant LayerNorm
     ("--norm", "rmsnorm", lambda s: s.norm.value == "rmsnorm", False),  # + plain fp32, smooth, stats
     ("--fused-add", "0", lambda s: s.fused_add == 0, True),
@@ -203,7 +204,7 @@ def test_tuning_overrides_recipe_fields():
     assert recipe(spec).whole_row_kernel
     assert codegen.render_instance(spec, tune.overridden(spec, {})) == codegen.outputs([spec])[spec.file_name]
     built = tune.overridden(spec, tune.parse_variant("whole_row_kernel=false,tile.registers=40,row_cache=normal"))
-    assert built == replace(recipe(spec), whole_row_kernel=False, kernels=((spec.symbol, False),),
+    assert built == replace(recipe(spec), whole_row_kernel=False, kernels=((spec.symbol, Entry.ANY),),
                             tile=replace(recipe(spec).tile, registers=40), row_cache=Cache.NORMAL)
     assert codegen.render_instance(spec, built).count("__global__") == 1
     for bad, why in (("nope=1", "not a field"), ("tile.nope=1", "no field"), ("kernels=1", "not set"),
@@ -321,7 +322,7 @@ def test_check_names_the_command_with_its_folder_and_filters(tmp_path):
 
 def test_large_selections_ask_for_a_flag(tmp_path):
     code, out = run("--filter", "*", "--out", str(tmp_path))
-    assert code == 2 and "--large" in out and "268896 instances" in out
+    assert code == 2 and "--large" in out and "278492 instances" in out
     assert not any(tmp_path.iterdir())
 
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 import pytest
 
 from normgen import dispatch, tiles
-from normgen.spec import shorter_bucket
+
+from normgen.spec import framed_range, shorter_bucket
 from normgen.types import FusedAdd, Norm, Pipeline, Quant
 
 from .conftest import source_dir
@@ -22,6 +23,11 @@ def _n_cases(spec):
     """N values an instance is tested at: two-pass, all of N_VALUES and past the one-pass
     range; one-pass, those in its bucket, both ends of it, and tiny rows (mostly padding)."""
     v = spec.vec
+    if spec.framed:  # the N it serves (framed_range): both ends, odd N, N % V of every kind, tiny rows
+        lo, top = framed_range(spec)
+        ns = {n for n in N_VALUES if lo < n <= top} | {1, 7, lo + 1, lo + 3, top - 1, top, (lo + top) // 2 + 5,
+                                                      top - v - 2}
+        return sorted(n for n in ns if lo < n <= top)
     if spec.ragged:  # any N in the bucket: both ends, odd N, N % V of every kind, tiny rows
         lo = shorter_bucket(spec)
         ns = {n for n in N_VALUES if lo < n <= spec.bucket} | {1, 7, lo + 1, lo + 3, spec.bucket - 1, spec.bucket,
@@ -46,7 +52,7 @@ def _cases(spec, seed):
     plain = spec.fused_add == FusedAdd.NONE and not spec.x_bias and spec.quant == Quant.NONE
     call = None if plain and spec.norm == Norm.LAYERNORM else semantics(spec)
     ns = _n_cases(spec)
-    pad_of, start_of = (11, 5) if spec.ragged else (8, 0)
+    pad_of, start_of = (11, 5) if spec.ragged or spec.framed else (8, 0)
     for n in ns:
         if plain:
             big = 1000 if n <= 8192 or n in N_VALUES else 64 if n <= 262144 else 16
@@ -54,9 +60,13 @@ def _cases(spec, seed):
             big = 256 if n <= 8192 else 16
         for m in M_VALUES[:-1] + (big,):
             for kind in KINDS if m else KINDS[:1]:
-                # rows of x are a slice of wider rows; ragged rows' start anywhere in a vector
-                pad, start = (0, 0) if m <= 1 else (pad_of, start_of)
+                # rows of x are a slice of wider rows; ragged rows' start anywhere in a vector;
+                # framed rows' many rows contiguous (each row tensor's rows start alike, the
+                # aligned accesses), a few sliced (x's rows start unlike y's: element by element)
+                pad, start = (0, 0) if m <= 1 or (spec.framed and m == big) else (pad_of, start_of)
                 yield Case(spec.x, spec.w, n, m, kind, pad, case_seed(seed, n, m, kind), call, start=start)
+    if spec.framed:  # the special kinds on contiguous rows (the aligned accesses)
+        pad_of, start_of = 0, 0
     if not plain:
         for kind in SPECIAL_KINDS:
             yield Case(spec.x, spec.w, ns[-1], 3, kind, pad_of, case_seed(seed, kind), call, start=start_of)
@@ -93,5 +103,5 @@ def test_instance_against_reference(only, seed):
         e = expected(case)
         what = (f"{spec.name} N={case.n} M={case.m} {case.kind} pad={case.pad} seed={seed}"
                 f"{'' if case.gamma else ' gamma=None'} weight_offset={case.weight_offset}")
-        assert dispatch.choose(semantics(spec), case.n, 1 if spec.ragged else spec.vec) == spec, what
+        assert dispatch.choose(semantics(spec), case.n, 1 if spec.ragged or spec.framed else spec.vec) == spec, what
         check_call(spec, case, e, what)

@@ -22,7 +22,7 @@ from normgen import devices, dispatch, runtime, tiles
 from normgen.arrays import View
 from normgen.matrix import select
 from normgen.recipe import recipe
-from normgen.spec import invalid_reason, parse_name
+from normgen.spec import framed_range, invalid_reason, parse_name
 from normgen.types import DType, FusedAdd, Norm, Pipeline, Quant
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -196,8 +196,9 @@ def test_sanitize_cases_cover_every_pipeline_and_epilogue(default_set):
     # the clusters' cases are resident (fixed grids), and streamed rows over a cluster have their own
     assert all(recipe(c.spec).tile.resident for c in cases if c.pipeline == "cluster")
     assert any(c.pipeline == "streamed" and recipe(c.spec).tile.cluster > 1 for c in cases)
-    # ragged rows: in registers for each epilogue, and staged over a cluster
+    # ragged rows: in registers for each epilogue, and staged over a cluster; framed rows for each
     assert {c.epilogue for c in cases if c.pipeline == "ragged"} == set(sanitize.EPILOGUES)
+    assert {c.epilogue for c in cases if c.pipeline == "framed"} == set(sanitize.EPILOGUES)
     assert any(c.pipeline == "ragged" and recipe(c.spec).tile.cluster > 1 for c in cases)
 
 
@@ -206,9 +207,10 @@ def test_sanitize_calls_stride_fixed_grids_over_more_than_one_row(default_set):
     for c in cases:
         s = c.spec
         for n in sanitize.n_values(s):
-            assert (n % 2 == 1 if s.ragged else n % s.vec == 0) and n >= 1, (s.name, n)
-            assert s.bucket is None or n <= s.bucket, (s.name, n)
-        if s.pipeline == Pipeline.ONE_PASS and not s.ragged:
+            assert (n % 2 == 1 if s.ragged else n % s.vec != 0 if s.framed else n % s.vec == 0) and n >= 1, (s.name, n)
+            assert s.bucket is None or (framed_range(s)[0] < n <= framed_range(s)[1] if s.framed
+                                        else n <= s.bucket), (s.name, n)
+        if s.pipeline == Pipeline.ONE_PASS and not s.ragged and not s.framed:
             assert sanitize.n_values(s)[0] == s.bucket  # the whole-row kernel, where there is one
         resident = c.pipeline == "cluster" and recipe(s).tile.resident
         assert sanitize.fixed_grid(s) == (c.pipeline == "streamed" or resident)

@@ -8,7 +8,7 @@ from normgen import codegen, devices, tiles
 from normgen.matrix import Selection, select
 from normgen.recipe import Recipe, recipe
 from normgen.spec import KernelSpec, invalid_reason, parse_name, shorter_bucket
-from normgen.types import DType, Pipeline
+from normgen.types import DType, Entry, Pipeline
 
 # the default set, and fusions and precisions beyond it (x-bias, fp32 columns, narrow vectors,
 # smooth scales and per-row scales of other precisions)
@@ -41,7 +41,7 @@ def _launch_blocks(text: str) -> dict:
     return out
 
 
-_KERNEL = re.compile(r"^(\w+)\(const normgen::Params p\) \{\n  normgen::norm_fwd<Traits, (true|false)>\(p\);", re.M)
+_KERNEL = re.compile(r"^(\w+)\(const normgen::Params p\) \{\n  normgen::norm_fwd<Traits, normgen::Entry::(\w+)>\(p\);", re.M)
 
 
 def _lower(flag: bool) -> str:
@@ -66,11 +66,11 @@ def test_the_rendered_traits_are_the_recipe():
             "kRowCache": r.row_cache.cpp, "kOutputStep": str(r.output_step),
             "kColumnPrefetch": str(r.column_prefetch), "kColumnRegisters": str(r.column_registers),
             "kColumnAhead": str(r.column_ahead), "kFoldShift": _lower(r.fold_shift), "kRagged": _lower(spec.ragged),
-            "kRowImages": str(r.row_images),
+            "kFramed": _lower(spec.framed), "kRowImages": str(r.row_images),
             "kResidualBatch": str(r.residual_batch), "kSegmentSteps": _lower(r.segment_steps),
         }, spec.name
-        kernels = [(symbol, full == "true") for symbol, full in _KERNEL.findall(text)]
-        assert kernels == list(r.kernels) and kernels[0] == (spec.symbol, False), spec.name
+        kernels = [(symbol, Entry[entry]) for symbol, entry in _KERNEL.findall(text)]
+        assert kernels == list(r.kernels) and kernels[0] == (spec.symbol, Entry.ANY), spec.name
         blocks = _launch_blocks(text)
         assert _BOUNDS.findall(text) == [(str(t.block_threads), "NORMGEN_MIN_BLOCKS" if len(set(blocks.values())) > 1
                                           else str(r.min_blocks_per_sm))] * len(kernels)
@@ -79,6 +79,7 @@ def test_the_rendered_traits_are_the_recipe():
             assert blocks[arch] == (r.min_blocks_per_sm if arch == 90 else max(1, min(r.min_blocks_per_sm, held))), spec.name
         assert text.count(f"__cluster_dims__({t.cluster}, 1, 1)") == (len(kernels) if t.cluster > 1 else 0)
         assert r.full_symbol == (spec.name + "_full" if r.whole_row_kernel else None)
+        assert r.symbol(Entry.ALIKE) == (spec.name + "_alike" if spec.framed else None), spec.name
 
 
 def test_a_recipe_is_frozen_hashable_and_cached():
@@ -94,7 +95,7 @@ def test_a_recipe_is_frozen_hashable_and_cached():
 def test_a_spec_holds_identity_only():
     fields = {f.name for f in dataclasses.fields(KernelSpec)}
     assert fields == {"norm", "x", "w", "out", "fused_add", "x_bias", "quant", "smooth", "scale",
-                      "save_stats", "pipeline", "bucket", "vec", "ragged"}
+                      "save_stats", "pipeline", "bucket", "vec", "ragged", "framed"}
     for spec in (parse_name("layernorm_fwd_bf16_dqint8_syfp32_nb32768_1p_v8"), parse_name("rmsnorm_fwd_fp32_2p_v1")):
         for attr in POLICY:
             assert not hasattr(spec, attr), attr

@@ -5,7 +5,7 @@ import pytest
 
 from normgen import dispatch, tiles
 from normgen import recipe as recipe_module
-from normgen.recipe import recipe
+from normgen.recipe import framed_serves, recipe
 from normgen.matrix import Selection, select
 from normgen.spec import KernelSpec, SpecError, invalid_reason, parse_name
 from normgen.types import Cache, DType, FusedAdd, Norm, Pipeline, Quant
@@ -66,10 +66,17 @@ def test_invalid_combinations_say_why(change, words):
 def test_rmsnorm_is_an_instance_wherever_layernorm_is():
     ln = {s.name.replace("layernorm", "rmsnorm", 1) for s in EVERY if s.norm == Norm.LAYERNORM}
     rms = {s.name: s for s in EVERY if s.norm == Norm.RMSNORM}
-    assert ln and ln <= set(rms)
+    # but for framed rows where ragged rows serve RMSNorm faster (recipe.framed_serves)
+    as_rms = {name: replace(parse_name(name.replace("rmsnorm", "layernorm", 1)), norm=Norm.RMSNORM)
+              for name in ln - set(rms)}
+    assert ln and all(s.framed and not framed_serves(s) for s in as_rms.values())
     # and only there, but for LayerNorm + dynamic quant's 1024-thread tile (QUANT_LN_TILES),
-    # which cannot take an x-bias beside a residual
+    # which cannot take an x-bias beside a residual, and framed rows where LayerNorm's are not
+    # the fastest (tiles.FRAMED_BUCKETS)
     only_rms = [rms[name] for name in set(rms) - ln]
+    only_framed = [s for s in only_rms if s.framed]
+    assert only_framed and all(not framed_serves(replace(s, norm=Norm.LAYERNORM)) for s in only_framed)
+    only_rms = [s for s in only_rms if not s.framed]
     assert only_rms and all(s.x_bias and s.fused_add and s.quant == Quant.DYNAMIC for s in only_rms)
     assert all("1024-thread" in invalid_reason(replace(s, norm=Norm.LAYERNORM)) for s in only_rms)
 
@@ -321,20 +328,20 @@ def test_which_instances_have_a_whole_row_kernel(name, full):
 def test_rows_no_one_pass_bucket_holds_take_the_two_pass_pipeline():
     scalar = parse_name("layernorm_fwd_bf16_nb16384_1p_v1")  # registers
     assert "sub-word" in invalid_reason(replace(scalar, bucket=32768))  # staged: 32-bit words
-    # recipe.ragged_first: LayerNorm rows loaded through a row image of at most 40 KB take
-    # ragged rows, those without one (16-bit rows of 2048, several a block) or with a larger
-    # one (fp32 rows of 16384) one element an access
-    assert next(dispatch.candidates(scalar, 16000, 1)) == replace(scalar, vec=8, ragged=True)
+    # rows not of whole vectors: framed rows first where a frame of a register bucket holds
+    # the row (N + 7 columns of bf16), then ragged rows and narrower vectors in the order
+    # recipe.ragged_first gives
+    # (tiles.FRAMED_BUCKETS: unfused LayerNorm's framed rows serve the 10240 bucket)
+    assert next(dispatch.candidates(scalar, 9001, 1)) == replace(scalar, bucket=10240, vec=8, framed=True)
+    assert next(dispatch.candidates(scalar, 10236, 1)) != replace(scalar, bucket=10240, vec=8, framed=True)
+    assert next(dispatch.candidates(scalar, 16380, 1)) == replace(scalar, vec=8, ragged=True)
     fp32 = parse_name("layernorm_fwd_fp32_nb8192_1p_v1")
-    assert next(dispatch.candidates(fp32, 5003, 1)) == replace(fp32, vec=4, ragged=True)
-    fp32_wide = replace(fp32, bucket=16384)
-    assert recipe(replace(fp32_wide, vec=4, ragged=True)).row_images == 1
-    assert next(dispatch.candidates(fp32_wide, 12003, 1)) == fp32_wide
-    short = replace(scalar, bucket=2048)
-    assert next(dispatch.candidates(short, 2003, 1)) == short
+    assert next(dispatch.candidates(fp32, 9001, 1)) == replace(fp32, bucket=10240, vec=4, framed=True)
+    assert [s for s in dispatch.candidates(fp32, 8190, 1) if s.bucket == 8192][0] == replace(fp32, vec=4, ragged=True)
     assert next(dispatch.candidates(scalar, 20000, 1)) == replace(scalar, bucket=32768, vec=8, ragged=True)
-    # gamma and beta not 16-byte aligned: no ragged rows
+    # gamma and beta not 16-byte aligned: neither framed nor ragged rows
     assert next(dispatch.candidates(scalar, 20000, 1, col_align=1)).pipeline == Pipeline.TWO_PASS
+    assert next(dispatch.candidates(scalar, 5003, 1, col_align=1)) == replace(scalar, bucket=8192)
 
 
 def test_1024_thread_blocks_leave_an_x_bias_with_an_add_to_the_next_instance():

@@ -1,8 +1,9 @@
-// The forward kernels' entry: norm_fwd<Traits, kFull> checks an instance's traits against
-// one another and runs the pipeline they name. An instance file (templates/instance.cu.j2)
-// defines the Traits and a kernel that calls norm_fwd; the generated normgen_fwd.cuh defines
-// Params and includes this file.
+// The forward kernels' entry: norm_fwd<Traits, E> checks an instance's traits against one
+// another and runs the pipeline they name, for the rows that entry E serves. An instance
+// file (templates/instance.cu.j2) defines the Traits and a kernel that calls norm_fwd; the
+// generated normgen_fwd.cuh defines Params and includes this file.
 #pragma once
+#include "framed_rows.cuh"
 #include "ragged_rows.cuh"
 #include "register_rows.cuh"
 #include "staged_rows.cuh"
@@ -11,8 +12,15 @@
 
 namespace normgen {
 
-template <class K, bool kFull>
+// Which rows a kernel serves (normgen.types.Entry): every row of the instance; rows of exactly
+// the bucket's length (staged and streamed rows, n a constant); framed rows whose row
+// tensors all start at x's row's element of their 16 bytes.
+enum class Entry { ANY, WHOLE, ALIKE };
+
+template <class K, Entry E>
 __device__ __forceinline__ void norm_fwd(const Params& p) {
+  constexpr bool kFull = E == Entry::WHOLE;
+  static_assert(E != Entry::ALIKE || K::kFramed, "only framed rows have a kernel for rows that start alike");
   static_assert(!K::kPackColumns || (K::kPipeline == Pipeline::ONE_PASS && !K::kStaged),
                 "only register-held one-pass rows hold columns, packed or not");
   static_assert(!K::kKeepOutputs || (K::kPipeline == Pipeline::ONE_PASS && K::kQuant == Quant::DYNAMIC &&
@@ -47,7 +55,13 @@ __device__ __forceinline__ void norm_fwd(const Params& p) {
                                  K::kVec * sizeof(typename K::X) == 16 && !K::kPackColumns && !K::kKeepOutputs &&
                                  K::kColumnAhead == 0),
                 "ragged rows: one-pass, in registers or staged, of 16-byte vectors");
-  if constexpr (K::kRagged) {
+  static_assert(!K::kFramed || (K::kPipeline == Pipeline::ONE_PASS && !K::kRagged && !K::kStaged && !K::kStreamed &&
+                                 K::kCluster == 1 && !kFull && K::kVec * sizeof(typename K::X) == 16 &&
+                                 !K::kPackColumns && !K::kKeepOutputs && K::kColumnAhead == 0 && K::kRowImages == 0),
+                "framed rows: one-pass, in registers over one block, of 16-byte vectors");
+  if constexpr (K::kFramed) {
+    framed_rows<K, E == Entry::ALIKE>(p);
+  } else if constexpr (K::kRagged) {
     ragged_rows<K>(p);
   } else if constexpr (K::kPipeline == Pipeline::ONE_PASS && (K::kStaged || kFull)) {
     Params q = p;  // in a whole-row kernel n is a compile-time constant everywhere (counts, offsets)

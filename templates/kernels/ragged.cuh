@@ -333,7 +333,7 @@ __device__ __forceinline__ void to_words(const float (&out)[V], uint32_t (&w)[ch
 // warp (its segments are rows at the same columns where W < 32). Else counted for the row:
 // the same in all threads (branches on them need no reconvergence).
 template <int kStride, int V, int W, bool kSegment> struct RaggedCols {
-  static constexpr bool kRagged = true;
+  static constexpr bool kPartial = true;  // a vector may hold columns past the row's end
   int lane, n, whole;
   int steps;  // (kSegment) the steps holding any of the segment's columns: whole or whole + 1
   __device__ __forceinline__ RaggedCols(int lane_, int l, int n_) : lane(lane_), n(n_) {
@@ -351,6 +351,12 @@ template <int kStride, int V, int W, bool kSegment> struct RaggedCols {
   __device__ __forceinline__ int operator()(int i) const { return (i * kStride + lane) * V; }
   __device__ __forceinline__ bool inside(int i) const { return (*this)(i) < n; }
   __device__ __forceinline__ int count(int i) const { return min(max(n - (*this)(i), 0), V); }
+  // d's columns past the row's end set to `fill` (what adds nothing to sums around it)
+  __device__ __forceinline__ void fill_outside(int i, float (&d)[V], float fill) const {
+    const int c = count(i);
+#pragma unroll
+    for (int j = 0; j < V; ++j) d[j] = j < c ? d[j] : fill;
+  }
   // Whether step i is taken (holds any of the segment's columns, or of the row's).
   __device__ __forceinline__ bool takes(int i) const {
     if constexpr (kSegment) {

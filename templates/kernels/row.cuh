@@ -12,7 +12,7 @@ namespace normgen {
 // issues all the vectors' loads (shared memory, per-column vectors) ahead of their
 // arithmetic.
 template <bool kFull, class ColOf> struct RowCols {
-  static constexpr bool kRagged = false;  // every vector inside holds V of the row's columns
+  static constexpr bool kPartial = false;  // every vector inside holds V of the row's columns
   ColOf col_of;
   int n;
   __device__ __forceinline__ auto operator()(int i) const { return col_of(i); }

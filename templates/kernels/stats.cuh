@@ -134,11 +134,7 @@ __device__ __forceinline__ void centred_sums(float shift, const Load& load, cons
     if (cols.inside(i)) {
       float d[V];
       load(i, d);
-      if constexpr (Cols::kRagged) {  // columns past the row's end add nothing
-        const int count = cols.count(i);
-#pragma unroll
-        for (int j = 0; j < V; ++j) d[j] = j < count ? d[j] : shift;
-      }
+      if constexpr (Cols::kPartial) cols.fill_outside(i, d, shift);  // columns outside the row add nothing
       add_centred<V>(d, shift, s1, s2);
     }
   };
