@@ -188,6 +188,11 @@ def cases(default: Optional[list] = None) -> tuple[list[SanitizeCase], list[tupl
         if pool:
             spec = min(pool, key=lambda s: _preference(s, "ragged", e))
             out.append(SanitizeCase("ragged", e, spec, True, _note(spec)))
+    for e in ("plain", "fused add"):  # framed rows over several warps (each warp's last lane reads the next's first vector)
+        pool = [s for s in default if pipeline_of(s) == "framed" and recipe(s).tile.threads_per_row > 32 and epilogue_of(s) == e]
+        if pool:
+            spec = min(pool, key=lambda s: _preference(s, "framed", e))
+            out.append(SanitizeCase("framed", e, spec, True, _note(spec)))
     for e, rows in (("plain", 2), ("fused add", 1)):  # ragged rows in registers through an image of `rows` rows
         image = [s for s in default if pipeline_of(s) == "ragged" and recipe(s).row_images == rows and epilogue_of(s) == e]
         if image:
