@@ -69,3 +69,6 @@ fi
 echo "== summary"; cat "$OUT/gpu.txt"; echo "suite: $total"
 for f in "$OUT"/extra*.log; do [ -e "$f" ] && echo "$(basename "$f" .log): $(tail -1 "$f")"; done
 for f in "$OUT"/sanitize.log "$OUT"/soak.log; do [ -e "$f" ] && echo "$(basename "$f" .log): $(tail -1 "$f")"; done
+# the status: 1 where a shard failed, erred or was stopped, or the sanitizer failed a run
+case "$total" in *failed*|*error*|*INCOMPLETE*) exit 1;; esac
+! grep -qs "^FAIL" "$OUT/sanitize.log"
