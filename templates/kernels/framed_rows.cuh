@@ -402,7 +402,6 @@ __device__ __forceinline__ void framed_rows(const Params& p) {
   constexpr bool kPrologue = kAdd || K::kXBias;
   constexpr bool kHold = !K::kLean && Columns<K, P, V>::kWords <= 32;
   constexpr bool kPrefetchRow = !K::kLean && (kAdd ? 2 : 1) * Packed<X, P, V>::kWords <= 16;
-  constexpr int W = T / 32;  // (T > 32) warps a row
   constexpr int S = scratch_sets<K>();
   static_assert(K::kCluster == 1 && !K::kStaged, "framed rows: in registers, one block a row");
   __shared__ ReduceScratch<T, R, 1> sh_max[S];
