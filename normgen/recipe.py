@@ -338,11 +338,10 @@ def recipe(spec: KernelSpec) -> Recipe:
 # framed rows (docs/policy.md: framed rows).
 def _framed_registers(spec: KernelSpec, op: Op) -> int:
     """A framed row's least register budget: tiles.FRAMED_MIN_REGISTERS, or
-    FRAMED_SPILL_REGISTERS for unfused LayerNorm where 64 spilled (ptxas, NVRTC 13.5): 16-bit
-    rows of 10240 (8-96 bytes with saved statistics or fp32 weights on sm_90, without them on
-    sm_80-89) and fp32 rows of 5120 (16 bytes on sm_90)."""
-    spills = op.plain_ln and (spec.x.itemsize == 2 and spec.bucket == 10240
-                              or spec.x.itemsize == 4 and spec.bucket == 5120)
+    FRAMED_SPILL_REGISTERS for unfused 16-bit LayerNorm of 10240, where 64 spilled (ptxas,
+    NVRTC 13.5: 8-96 bytes with saved statistics or fp32 weights on sm_90, without them on
+    sm_80-89)."""
+    spills = op.plain_ln and spec.x.itemsize == 2 and spec.bucket == 10240
     return tiles.FRAMED_SPILL_REGISTERS if spills else tiles.FRAMED_MIN_REGISTERS
 
 
