@@ -16,20 +16,20 @@ struct Traits {
   static constexpr normgen::Quant kQuant = normgen::Quant::NONE;
   static constexpr bool kSmooth = false;
   static constexpr bool kSaveStats = false;
-  static constexpr int kThreadsPerRow = 256;
+  static constexpr int kThreadsPerRow = 512;
   static constexpr int kRowsPerBlock = 1;
   static constexpr int kVec = 1;
-  static constexpr int kRepeat = 32;
+  static constexpr int kRepeat = 16;
   static constexpr int kCluster = 1;
   static constexpr bool kStaged = false;
   static constexpr bool kStreamed = false;
-  static constexpr bool kLean = false;
+  static constexpr bool kLean = true;
   static constexpr bool kRagged = false;
   static constexpr bool kFramed = false;
   static constexpr bool kPackColumns = false;
   static constexpr bool kKeepOutputs = false;
   static constexpr normgen::Cache kRowCache = normgen::Cache::KEEP_L2;
-  static constexpr int kOutputStep = 32;
+  static constexpr int kOutputStep = 16;
   static constexpr int kColumnPrefetch = 0;
   static constexpr int kColumnRegisters = 0;
   static constexpr int kColumnAhead = 0;
@@ -40,7 +40,7 @@ struct Traits {
 };
 }  // namespace
 
-extern "C" __global__ void __launch_bounds__(256, 2)
+extern "C" __global__ void __launch_bounds__(512, 2)
 layernorm_fwd_fp32_nb8192_1p_v1(const normgen::Params p) {
   normgen::norm_fwd<Traits, normgen::Entry::ANY>(p);
 }

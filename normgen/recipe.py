@@ -198,6 +198,12 @@ class Op:
             own = []
         return own + ([tiles.SINGLE_INPUT_TILES] if not self.prologue and not self.quant_ln else [])
 
+    @property
+    def narrow_tables(self) -> list:
+        """The tables that may replace tiles.ONE_PASS_TILES' entry for rows of vectors narrower
+        than 16 bytes."""
+        return [] if self.fused else [tiles.NARROW_TILES]
+
 
 def entries(table: dict, x: DType) -> dict:
     """A special table's buckets for rows of x: keyed by x where the two 16-bit types differ
@@ -215,10 +221,10 @@ def table_entry(table: dict, x: DType, bucket: int) -> Optional[tiles.Shape]:
 
 def one_pass_tile(x: DType, bucket: int, vec: int, op: Op | None = None) -> Tile:
     """The one-pass tile of a bucket for `op` (None: tiles.ONE_PASS_TILES' entry as it stands).
-    The special tables (Op.tables) serve whole 16-byte vectors only, a fitted bucket by
-    their entry for the bucket it is cut from (tiles.fitted); RMSNorm's rows over large
-    clusters are resident (tiles.RESIDENT_MIN_CLUSTER)."""
-    tables = op.tables if op and vec == x.vmax else []
+    The special tables serve whole 16-byte vectors (Op.tables, a fitted bucket by their entry
+    for the bucket it is cut from: tiles.fitted) or narrower ones (Op.narrow_tables); RMSNorm's
+    rows over large clusters are resident (tiles.RESIDENT_MIN_CLUSTER)."""
+    tables = (op.tables if vec == x.vmax else op.narrow_tables) if op else []
     entry = next(filter(None, (table_entry(t, x, bucket) for t in tables)), None)
     shape = entry or tiles.ONE_PASS_TILES[x.itemsize][bucket]
     threads, rows, cluster = shape.threads, shape.rows, shape.cluster
@@ -516,12 +522,28 @@ def framed_serves(spec: KernelSpec) -> bool:
 def ragged_first(call: KernelSpec, bucket: int) -> bool:
     """Whether a call (a spec of its semantics) whose rows are not 16-byte aligned takes
     ragged rows before narrower aligned vectors in a bucket: everywhere but unfused LayerNorm
-    held in registers without a row image of at most TWO_ROW_IMAGE_BYTES, where one-element
-    accesses measured faster (docs/policy.md: ragged rows)."""
+    held in registers without a row image of at most TWO_ROW_IMAGE_BYTES, and the buckets
+    with a narrow rows' tile (Op.narrow_tables), where narrower accesses measured faster
+    (docs/policy.md: ragged rows, narrow rows)."""
     tile = one_pass_tile(call.x, bucket, call.x.vmax)
     op = _op(call)
+    if _narrow_entry(call.x, bucket, op):
+        return False
     image = _ragged_images_bytes(call, tile)
     return not (op.plain_ln and not tile.shared_bytes and not 0 < image <= TWO_ROW_IMAGE_BYTES)
+
+
+def _narrow_entry(x: DType, bucket: int, op: Op) -> Optional[tiles.Shape]:
+    """The shape of a bucket's narrow rows for op (Op.narrow_tables), or None."""
+    return next(filter(None, (entries(t, x).get(bucket) for t in op.narrow_tables)), None)
+
+
+def fitted_serves(spec: KernelSpec) -> bool:
+    """Whether a fitted bucket serves a spec's rows: those of whole 16-byte vectors, and
+    narrower aligned ones (not ragged) where the op's narrow table has the bucket."""
+    whole = spec.vec == spec.x.vmax and not spec.ragged
+    narrow = spec.vec < spec.x.vmax and _narrow_entry(spec.x, spec.bucket, _op(spec)) is not None
+    return whole or narrow
 
 
 def _one_pass(spec: KernelSpec) -> bool:

@@ -8,7 +8,7 @@ from dataclasses import dataclass, fields, replace
 from typing import Optional
 
 from . import tiles
-from .recipe import framed_serves, has_one_pass, recipe
+from .recipe import fitted_serves, framed_serves, has_one_pass, recipe
 from .types import FLOAT_INPUTS, QUANT_OUTPUTS, DType, FusedAdd, Norm, Pipeline, Quant
 
 
@@ -106,9 +106,10 @@ def invalid_reason(spec: KernelSpec) -> Optional[str]:
             valid = sorted(tiles.ONE_PASS_TILES[s.x.itemsize])
             return f"a one-pass {s.x.value} bucket must be one of {valid}, not {s.bucket}"
         cut_from = tiles.FITTED_FROM[s.x.itemsize].get(s.bucket)
-        if cut_from and (s.ragged or s.vec != s.x.vmax):
-            return (f"a fitted bucket ({s.bucket}) serves rows of whole 16-byte vectors; ragged rows and "
-                    f"narrower vectors take the bucket it is cut from ({cut_from})")
+        if cut_from and not fitted_serves(s):
+            return (f"a fitted bucket ({s.bucket}) serves rows of whole 16-byte vectors (and narrower "
+                    f"ones where tiles.NARROW_TILES has it); ragged rows and other narrower vectors take the "
+                    f"bucket it is cut from ({cut_from})")
         if not has_one_pass(s.x, s.bucket, s.vec):
             return (f"a one-pass row of {s.bucket} in {s.vec}-element accesses needs more "
                     "accesses per thread than its register share holds, or sub-word "

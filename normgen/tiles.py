@@ -11,11 +11,12 @@ registers are split over a thread-block cluster whose blocks combine their parti
 through distributed shared memory, so no row is read twice from DRAM.
 
 Between powers of two, fitted buckets cut a one-block register row's shape to 5/8 of its
-threads (`fitted`), for rows of whole 16-byte vectors just past half a bucket.
+threads (`fitted`), for rows of whole 16-byte vectors just past half a bucket (and for the
+narrower rows of NARROW_TILES, from entries of their own).
 
 The tables depend on N, the element size (STREAMED_TILES: the type) and (QUANT_LN_TILES,
-STREAMED_TILES, LEAN_LN_TILES, LEAN_PROLOGUE_LN_TILES, PLAIN_RMS_TILES, SINGLE_INPUT_TILES) the
-operation, never on the number of rows, so a row's result does not depend on the batch it is in.
+STREAMED_TILES, LEAN_LN_TILES, NARROW_TILES, LEAN_PROLOGUE_LN_TILES, PLAIN_RMS_TILES,
+SINGLE_INPUT_TILES) the operation, never on the number of rows, so a row's result does not depend on the batch it is in.
 """
 from __future__ import annotations
 
@@ -93,8 +94,8 @@ ONE_PASS_TILES: dict[int, dict[int, Shape]] = {
 # register rows holds, on that bucket's shape (in whichever table serves the op) with as
 # many eighths of its threads, where those are whole warps. A row just past half a bucket
 # fills half its tile: the threads past the row's end still take the row's reductions and
-# the block's place on the SM. Fitted buckets serve rows of whole 16-byte vectors only
-# (docs/policy.md: fitted buckets).
+# the block's place on the SM. Fitted buckets serve rows of whole 16-byte vectors, and
+# narrower ones where NARROW_TILES has the bucket (docs/policy.md: fitted buckets).
 FITTED_EIGHTHS = 5
 
 
@@ -157,6 +158,21 @@ LEAN_LN_TILES: dict[int, dict[int, Shape]] = {
         2048: Shape(256, registers=40),
         2560: Shape(320, registers=48),  # (fitted from 4096's at 40: spilled)
         4096: Shape(512, registers=40),
+        8192: Shape(512, registers=64),
+    },
+}
+
+# Unfused fp32 rows (LayerNorm and RMSNorm) that are not 16-byte aligned, one element an
+# access (or two, on rows of 8-byte vectors): sixteen elements a thread at 64 registers, three
+# to eight blocks an SM, where the aligned tile's share a thread at 128 registers held two.
+# The fitted buckets have entries of their own: narrow rows take them too
+# (recipe.fitted_serves).
+NARROW_TILES: dict[int, dict[int, Shape]] = {
+    4: {
+        2048: Shape(128, registers=64),
+        2560: Shape(160, registers=64),
+        4096: Shape(256, registers=64),
+        5120: Shape(320, registers=64),
         8192: Shape(512, registers=64),
     },
 }

@@ -138,6 +138,25 @@ def test_fitted_buckets_serve_rows_of_whole_16_byte_vectors():
         assert shorter_bucket(parse_name(name)) == shorter, name
 
 
+def test_unfused_fp32_narrow_rows_take_sixteen_elements_a_thread_at_64_registers():
+    for name, threads in (("layernorm_fwd_fp32_nb2560_1p_v1", 160), ("layernorm_fwd_fp32_nb5120_1p_v1_mv", 320),
+                          ("layernorm_fwd_fp32_nb8192_1p_v1", 512), ("rmsnorm_fwd_fp32_nb4096_1p_v1", 256),
+                          ("layernorm_fwd_fp32_nb5120_1p_v2", 320)):
+        r = recipe(parse_name(name))
+        elements = r.tile.repeat * r.tile.vec
+        assert (r.tile.threads_per_row, elements, r.tile.registers) == (threads, 16, 64), name
+        assert r.min_blocks_per_sm == 65536 // (threads * 64), name
+    # a fitted bucket serves them, not ragged rows, fused rows' narrow vectors or 16-bit rows
+    assert shorter_bucket(parse_name("layernorm_fwd_fp32_nb8192_1p_v1")) == 5120
+    for name in ("layernorm_fwd_fp32_nb8192_1p_r4", "layernorm_fwd_fp32_add1_nb8192_1p_v1",
+                 "layernorm_fwd_bf16_nb8192_1p_v1"):
+        assert "cut from (8192)" in invalid_reason(dataclasses.replace(parse_name(name), bucket=5120)), name
+    # untouched: the buckets without an entry, fused rows, 16-bit rows
+    for name in ("layernorm_fwd_fp32_nb16384_1p_v1", "layernorm_fwd_fp32_add1_nb8192_1p_v1",
+                 "layernorm_fwd_bf16_nb8192_1p_v1"):
+        assert recipe(parse_name(name)).tile.registers == 128, name
+
+
 def test_unfused_16_bit_rmsnorm_rows_of_4096_take_256_threads():
     for name in ("rmsnorm_fwd_bf16_nb4096_1p_v8", "rmsnorm_fwd_fp16_wfp32_nb4096_1p_v8_mv"):
         t = recipe(parse_name(name)).tile

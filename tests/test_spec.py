@@ -337,7 +337,12 @@ def test_rows_no_one_pass_bucket_holds_take_the_two_pass_pipeline():
     assert next(dispatch.candidates(scalar, 16380, 1)) == replace(scalar, vec=8, ragged=True)
     fp32 = parse_name("layernorm_fwd_fp32_nb8192_1p_v1")
     assert next(dispatch.candidates(fp32, 9001, 1)) == replace(fp32, bucket=10240, vec=4, framed=True)
-    assert [s for s in dispatch.candidates(fp32, 8190, 1) if s.bucket == 8192][0] == replace(fp32, vec=4, ragged=True)
+    # unfused fp32 rows one element an access before ragged rows where their own tile serves
+    # the bucket (tiles.NARROW_TILES), a fitted one too
+    assert [s for s in dispatch.candidates(fp32, 8190, 1) if s.bucket == 8192][0] == fp32
+    assert next(dispatch.candidates(fp32, 5003, 1)) == replace(fp32, bucket=5120)
+    fused = replace(fp32, fused_add=FusedAdd.STORE)
+    assert [s for s in dispatch.candidates(fused, 8190, 1) if s.bucket == 8192][0] == replace(fused, vec=4, ragged=True)
     assert next(dispatch.candidates(scalar, 20000, 1)) == replace(scalar, bucket=32768, vec=8, ragged=True)
     # gamma and beta not 16-byte aligned: neither framed nor ragged rows
     assert next(dispatch.candidates(scalar, 20000, 1, col_align=1)).pipeline == Pipeline.TWO_PASS

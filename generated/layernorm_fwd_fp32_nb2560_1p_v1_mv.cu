@@ -1,0 +1,46 @@
+// layernorm_fwd_fp32_nb2560_1p_v1_mv
+// Generated from templates/instance.cu.j2 by generate.py; do not edit.
+#include "normgen_fwd.cuh"
+
+namespace {
+struct Traits {
+  using X = float;
+  using W = float;
+  using Y = float;
+  using SM = float;  // smooth-scale precision (unused without kSmooth)
+  using SY = float;  // per-row scale precision (dynamic quant)
+  static constexpr normgen::Norm kNorm = normgen::Norm::LAYERNORM;
+  static constexpr normgen::Pipeline kPipeline = normgen::Pipeline::ONE_PASS;
+  static constexpr int kFusedAdd = 0;
+  static constexpr bool kXBias = false;
+  static constexpr normgen::Quant kQuant = normgen::Quant::NONE;
+  static constexpr bool kSmooth = false;
+  static constexpr bool kSaveStats = true;
+  static constexpr int kThreadsPerRow = 160;
+  static constexpr int kRowsPerBlock = 1;
+  static constexpr int kVec = 1;
+  static constexpr int kRepeat = 16;
+  static constexpr int kCluster = 1;
+  static constexpr bool kStaged = false;
+  static constexpr bool kStreamed = false;
+  static constexpr bool kLean = true;
+  static constexpr bool kRagged = false;
+  static constexpr bool kFramed = false;
+  static constexpr bool kPackColumns = false;
+  static constexpr bool kKeepOutputs = false;
+  static constexpr normgen::Cache kRowCache = normgen::Cache::KEEP_L2;
+  static constexpr int kOutputStep = 16;
+  static constexpr int kColumnPrefetch = 0;
+  static constexpr int kColumnRegisters = 0;
+  static constexpr int kColumnAhead = 0;
+  static constexpr bool kFoldShift = false;
+  static constexpr int kRowImages = 0;
+  static constexpr int kResidualBatch = 1;
+  static constexpr bool kSegmentSteps = false;
+};
+}  // namespace
+
+extern "C" __global__ void __launch_bounds__(160, 6)
+layernorm_fwd_fp32_nb2560_1p_v1_mv(const normgen::Params p) {
+  normgen::norm_fwd<Traits, normgen::Entry::ANY>(p);
+}
