@@ -23,7 +23,7 @@ struct Traits {
   static constexpr int kCluster = 1;
   static constexpr bool kStaged = false;
   static constexpr bool kStreamed = false;
-  static constexpr bool kLean = true;
+  static constexpr bool kLean = false;
   static constexpr bool kRagged = false;
   static constexpr bool kFramed = false;
   static constexpr bool kPackColumns = false;
@@ -40,7 +40,7 @@ struct Traits {
 };
 }  // namespace
 
-extern "C" __global__ void __launch_bounds__(256, 4)
+extern "C" __global__ void __launch_bounds__(256, 2)
 layernorm_fwd_fp32_nb4096_1p_v1(const normgen::Params p) {
   normgen::norm_fwd<Traits, normgen::Entry::ANY>(p);
 }

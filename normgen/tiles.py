@@ -166,12 +166,12 @@ LEAN_LN_TILES: dict[int, dict[int, Shape]] = {
 # access (or two, on rows of 8-byte vectors): sixteen elements a thread at 64 registers, three
 # to eight blocks an SM, where the aligned tile's share a thread at 128 registers held two.
 # The fitted buckets have entries of their own: narrow rows take them too
-# (recipe.fitted_serves).
+# (recipe.fitted_serves). Not 4096: there ragged rows ran near this tile on an H200 and far
+# ahead of one element an access on an H100 (docs/policy.md: narrow rows).
 NARROW_TILES: dict[int, dict[int, Shape]] = {
     4: {
         2048: Shape(128, registers=64),
         2560: Shape(160, registers=64),
-        4096: Shape(256, registers=64),
         5120: Shape(320, registers=64),
         8192: Shape(512, registers=64),
     },

@@ -140,7 +140,7 @@ def test_fitted_buckets_serve_rows_of_whole_16_byte_vectors():
 
 def test_unfused_fp32_narrow_rows_take_sixteen_elements_a_thread_at_64_registers():
     for name, threads in (("layernorm_fwd_fp32_nb2560_1p_v1", 160), ("layernorm_fwd_fp32_nb5120_1p_v1_mv", 320),
-                          ("layernorm_fwd_fp32_nb8192_1p_v1", 512), ("rmsnorm_fwd_fp32_nb4096_1p_v1", 256),
+                          ("layernorm_fwd_fp32_nb8192_1p_v1", 512), ("rmsnorm_fwd_fp32_nb2048_1p_v1", 128),
                           ("layernorm_fwd_fp32_nb5120_1p_v2", 320)):
         r = recipe(parse_name(name))
         elements = r.tile.repeat * r.tile.vec
@@ -152,8 +152,8 @@ def test_unfused_fp32_narrow_rows_take_sixteen_elements_a_thread_at_64_registers
                  "layernorm_fwd_bf16_nb8192_1p_v1"):
         assert "cut from (8192)" in invalid_reason(dataclasses.replace(parse_name(name), bucket=5120)), name
     # untouched: the buckets without an entry, fused rows, 16-bit rows
-    for name in ("layernorm_fwd_fp32_nb16384_1p_v1", "layernorm_fwd_fp32_add1_nb8192_1p_v1",
-                 "layernorm_fwd_bf16_nb8192_1p_v1"):
+    for name in ("layernorm_fwd_fp32_nb16384_1p_v1", "layernorm_fwd_fp32_nb4096_1p_v1",
+                 "layernorm_fwd_fp32_add1_nb8192_1p_v1", "layernorm_fwd_bf16_nb8192_1p_v1"):
         assert recipe(parse_name(name)).tile.registers == 128, name
 
 
