@@ -16,7 +16,8 @@ narrower rows of NARROW_TILES, from entries of their own).
 
 The tables depend on N, the element size (STREAMED_TILES: the type) and (QUANT_LN_TILES,
 STREAMED_TILES, LEAN_LN_TILES, NARROW_TILES, LEAN_PROLOGUE_LN_TILES, PLAIN_RMS_TILES,
-SINGLE_INPUT_TILES) the operation, never on the number of rows, so a row's result does not depend on the batch it is in.
+SINGLE_INPUT_TILES) the operation, never on the number of rows, so a row's result does not
+depend on the batch it is in.
 """
 from __future__ import annotations
 
