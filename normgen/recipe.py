@@ -219,13 +219,18 @@ def table_entry(table: dict, x: DType, bucket: int) -> Optional[tiles.Shape]:
     return own.get(bucket) or (tiles.fitted(own[cut_from]) if cut_from in own else None)
 
 
+def first_entry(tables: list, x: DType, bucket: int) -> Optional[tiles.Shape]:
+    """The shape of the first of `tables` that has the bucket (table_entry), or None."""
+    return next(filter(None, (table_entry(t, x, bucket) for t in tables)), None)
+
+
 def one_pass_tile(x: DType, bucket: int, vec: int, op: Op | None = None) -> Tile:
     """The one-pass tile of a bucket for `op` (None: tiles.ONE_PASS_TILES' entry as it stands).
     The special tables serve whole 16-byte vectors (Op.tables, a fitted bucket by their entry
     for the bucket it is cut from: tiles.fitted) or narrower ones (Op.narrow_tables); RMSNorm's
     rows over large clusters are resident (tiles.RESIDENT_MIN_CLUSTER)."""
     tables = (op.tables if vec == x.vmax else op.narrow_tables) if op else []
-    entry = next(filter(None, (table_entry(t, x, bucket) for t in tables)), None)
+    entry = first_entry(tables, x, bucket)
     shape = entry or tiles.ONE_PASS_TILES[x.itemsize][bucket]
     threads, rows, cluster = shape.threads, shape.rows, shape.cluster
     staged, streamed = shape.store == tiles.STAGED, shape.store == tiles.STREAMED
@@ -287,11 +292,6 @@ class Recipe:
     def symbol(self, entry: Entry) -> Optional[str]:
         """The symbol of the kernel for `entry`'s rows; None where the file has none."""
         return next((symbol for symbol, e in self.kernels if e == entry), None)
-
-    @property
-    def full_symbol(self) -> Optional[str]:
-        """The whole-row kernel's symbol; None where the file has none."""
-        return self.symbol(Entry.WHOLE)
 
     def launch_bytes(self, entry: Entry) -> int:
         """The dynamic shared memory the kernel for `entry` is launched with: an ALIKE
@@ -527,22 +527,17 @@ def ragged_first(call: KernelSpec, bucket: int) -> bool:
     (docs/policy.md: ragged rows, narrow rows)."""
     tile = one_pass_tile(call.x, bucket, call.x.vmax)
     op = _op(call)
-    if _narrow_entry(call.x, bucket, op):
+    if first_entry(op.narrow_tables, call.x, bucket):
         return False
     image = _ragged_images_bytes(call, tile)
     return not (op.plain_ln and not tile.shared_bytes and not 0 < image <= TWO_ROW_IMAGE_BYTES)
-
-
-def _narrow_entry(x: DType, bucket: int, op: Op) -> Optional[tiles.Shape]:
-    """The shape of a bucket's narrow rows for op (Op.narrow_tables), or None."""
-    return next(filter(None, (entries(t, x).get(bucket) for t in op.narrow_tables)), None)
 
 
 def fitted_serves(spec: KernelSpec) -> bool:
     """Whether a fitted bucket serves a spec's rows: those of whole 16-byte vectors, and
     narrower aligned ones (not ragged) where the op's narrow table has the bucket."""
     whole = spec.vec == spec.x.vmax and not spec.ragged
-    narrow = spec.vec < spec.x.vmax and _narrow_entry(spec.x, spec.bucket, _op(spec)) is not None
+    narrow = spec.vec < spec.x.vmax and first_entry(_op(spec).narrow_tables, spec.x, spec.bucket) is not None
     return whole or narrow
 
 

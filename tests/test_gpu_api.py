@@ -11,7 +11,7 @@ import normgen
 from normgen import dispatch, reference
 from normgen.codegen import GENERATED
 from normgen.recipe import recipe
-from normgen.types import DType
+from normgen.types import DType, Entry
 
 from .gpu import default_registry  # noqa: F401 (autouse: each test from the shipped folder)
 from .gpu import (
@@ -163,7 +163,7 @@ def test_rows_of_the_bucket_length_run_the_whole_row_kernel(seed):
         (key,) = set(dispatch._kernels) - before
         kernel = dispatch._kernels[key]
         assert kernel.spec.bucket == 65536 and recipe(kernel.spec).tile.stage_bytes
-        assert kernel.symbol == (recipe(kernel.spec).full_symbol if n == 65536 else kernel.spec.symbol), n
+        assert kernel.symbol == (recipe(kernel.spec).symbol(Entry.WHOLE) if n == 65536 else kernel.spec.symbol), n
         want = reference.layernorm(cupy.asnumpy(x), cupy.asnumpy(g), cupy.asnumpy(b), 1e-5)
         assert_close(y, cupy.asarray(want), DType.BF16, f"N={n}")
 

@@ -17,7 +17,7 @@ BEYOND = Selection(axes={"x_bias": ("0", "1"), "fused_add": ("0", "2"), "wprec":
                          "vec": ("2", "max")})
 SAMPLE = select() + select(BEYOND)[::5]
 
-POLICY = ("tile", "op", "whole_row_kernel", "full_symbol", "kernels", "pack_columns", "keep_outputs",
+POLICY = ("tile", "op", "whole_row_kernel", "kernels", "pack_columns", "keep_outputs",
           "output_step", "light_columns", "column_prefetch", "column_registers", "fold_shift",
           "column_ahead", "row_cache", "fused", "min_blocks_per_sm")
 
@@ -78,7 +78,7 @@ def test_the_rendered_traits_are_the_recipe():
             held = dev.shared_per_sm // (r.shared_bytes + 1024) if r.shared_bytes else r.min_blocks_per_sm
             assert blocks[arch] == (r.min_blocks_per_sm if arch == 90 else max(1, min(r.min_blocks_per_sm, held))), spec.name
         assert text.count(f"__cluster_dims__({t.cluster}, 1, 1)") == (len(kernels) if t.cluster > 1 else 0)
-        assert r.full_symbol == (spec.name + "_full" if r.whole_row_kernel else None)
+        assert r.symbol(Entry.WHOLE) == (spec.name + "_full" if r.whole_row_kernel else None)
         assert r.symbol(Entry.ALIKE) == (spec.name + "_alike" if spec.framed else None), spec.name
 
 
@@ -104,7 +104,8 @@ def test_a_spec_holds_identity_only():
 
 def test_tile_tables_hold_shapes():
     tables = (tiles.ONE_PASS_TILES, tiles.QUANT_LN_TILES, tiles.STREAMED_TILES, tiles.LEAN_LN_TILES,
-              tiles.LEAN_PROLOGUE_LN_TILES, tiles.SINGLE_INPUT_TILES, tiles.PLAIN_RMS_TILES)
+              tiles.NARROW_TILES, tiles.LEAN_PROLOGUE_LN_TILES, tiles.SINGLE_INPUT_TILES, tiles.PLAIN_RMS_TILES,
+              tiles.FRAMED_RMS_TILES)
     shapes = [shape for table in tables for entries in table.values() for shape in entries.values()]
     assert shapes and all(isinstance(s, tiles.Shape) and isinstance(s.store, tiles.Store) for s in shapes)
     assert {s.store for s in tiles.STREAMED_TILES[DType.BF16].values()} == {tiles.Store.STREAMED}

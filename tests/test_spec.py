@@ -8,7 +8,7 @@ from normgen import recipe as recipe_module
 from normgen.recipe import framed_serves, recipe
 from normgen.matrix import Selection, select
 from normgen.spec import KernelSpec, SpecError, invalid_reason, parse_name
-from normgen.types import Cache, DType, FusedAdd, Norm, Pipeline, Quant
+from normgen.types import Cache, DType, Entry, FusedAdd, Norm, Pipeline, Quant
 
 EVERY = select(Selection(include=("*",)))
 
@@ -321,8 +321,8 @@ def test_which_instances_have_a_whole_row_kernel(name, full):
     spec = parse_name(name)
     r = recipe(spec)
     assert r.whole_row_kernel is full
-    assert r.full_symbol == (spec.name + "_full" if full else None)
-    assert [s for s, _ in r.kernels] == [spec.symbol] + ([r.full_symbol] if full else [])
+    assert r.symbol(Entry.WHOLE) == (spec.name + "_full" if full else None)
+    assert [s for s, _ in r.kernels] == [spec.symbol] + ([r.symbol(Entry.WHOLE)] if full else [])
 
 
 def test_rows_no_one_pass_bucket_holds_take_the_two_pass_pipeline():

@@ -6,7 +6,7 @@
 namespace normgen {
 
 // Where a thread's vectors of a row lie: vector i at column cols(i), inside the row of n
-// columns unless it is padding. kFull (a whole-row kernel, Recipe.full_symbol): N is the
+// columns unless it is padding. kFull (a whole-row kernel, Entry::WHOLE): N is the
 // tile's whole row, so every vector is inside, known at compile time: every pass loses its
 // per-vector comparisons and the branches around each vector's work, and the compiler
 // issues all the vectors' loads (shared memory, per-column vectors) ahead of their
