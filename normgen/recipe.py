@@ -25,7 +25,7 @@ class Tile:
     stage_bytes: int = 0  # shared memory holding each block's share of the row (0: registers)
     registers: int = 128  # a thread's register budget (min_blocks_per_sm: __launch_bounds__)
     # launched as one wave of exactly the clusters the device holds at once, each striding
-    # over many rows, instead of `waves` times as many (see tiles.RESIDENT_MIN_CLUSTER; streamed
+    # over many rows, instead of Recipe.waves times as many (see tiles.RESIDENT_MIN_CLUSTER; streamed
     # tiles over clusters, tiles.STREAMED_TILES, too). A device
     # that runs other work beside the kernel holds fewer: the clusters left over then run
     # after the others, and the launch takes up to twice as long
@@ -48,18 +48,6 @@ class Tile:
     @property
     def block_threads(self) -> int:
         return self.threads_per_row * self.rows_per_block
-
-    @property
-    def waves(self) -> int:
-        """Blocks launched per block the device holds at once (when there are rows enough):
-        blocks that stride over many rows finish unevenly and leave SMs idle at the end, and
-        more, shorter-lived blocks let the scheduler balance the tail and mix the phases
-        (load, reduce, store) on each SM. Resident tiles launch one wave of the clusters the
-        device holds (runtime.resident_clusters); streamed blocks one wave, each streaming
-        its next row while it works on this one (docs/policy.md: tile waves)."""
-        if self.stream_bytes:
-            return 1
-        return 4 if self.stage_bytes and self.cluster > 1 else 16
 
     @property
     def min_blocks_per_sm(self) -> int:
@@ -241,7 +229,7 @@ def one_pass_tile(x: DType, bucket: int, vec: int, op: Op | None = None) -> Tile
     # a streamed block's shared memory: its share of the row's stage (x), of gamma and of beta
     # (light columns: x's precision), and the stage's mbarrier
     stream = 3 * bucket // cluster * x.itemsize + 16 if streamed else 0
-    # streamed blocks launch one wave (Tile.waves), which over clusters must be of the clusters
+    # streamed blocks launch one wave (recipe's _waves), which over clusters must be of the clusters
     # the device holds at once (of single blocks: its blocks per SM times its SMs)
     resident = streamed and cluster > 1 or bool(op and op.rmsnorm) and cluster >= tiles.RESIDENT_MIN_CLUSTER
     t = Tile(threads, rows, vec, per_thread // vec, cluster, bucket // cluster * x.itemsize if staged else 0,
@@ -282,6 +270,7 @@ class Recipe:
     # ragged rows: steps counted per warp segment (those past the row's end skip its last
     # step, those before it take it whole), else per row (ragged.cuh: RaggedCols)
     segment_steps: bool
+    waves: int  # the launch's blocks (clusters) per block the device holds at once, where rows suffice
 
     @property
     def shared_bytes(self) -> int:
@@ -331,6 +320,7 @@ def recipe(spec: KernelSpec) -> Recipe:
         image_bytes=0,
         residual_batch=1,
         segment_steps=False,
+        waves=_waves(spec, op, tile),
     )
 
 
@@ -368,7 +358,7 @@ def _framed_recipe(spec: KernelSpec, op: Op) -> Recipe:
     return replace(aligned, tile=tile, whole_row_kernel=False, kernels=kernels, image_bytes=bounce,
                    min_blocks_per_sm=tile.min_blocks_per_sm, pack_columns=False, keep_outputs=False,
                    row_cache=_row_cache(spec, op, tile), output_step=tile.repeat, column_prefetch=0,
-                   column_registers=0, column_ahead=0, fold_shift=False)
+                   column_registers=0, column_ahead=0, fold_shift=False, waves=_waves(spec, op, tile))
 
 
 # Ragged rows take their bucket's plain tile (tiles.ONE_PASS_TILES) and none of the aligned
@@ -387,7 +377,7 @@ def _ragged_recipe(spec: KernelSpec, op: Op) -> Recipe:
                   row_cache=Cache.NORMAL, output_step=_ragged_output_step(spec, op, tile), column_prefetch=0,
                   column_registers=0, column_ahead=0, fold_shift=False, row_images=images, image_bytes=image_bytes,
                   residual_batch=_ragged_residual_batch(spec, op, tile),
-                  segment_steps=_ragged_segment_steps(spec, op, tile))
+                  segment_steps=_ragged_segment_steps(spec, op, tile), waves=_waves(spec, op, tile))
 
 
 # Ragged rows count their steps per warp segment, but per row through a one-row image (fused
@@ -639,6 +629,26 @@ def _column_ahead(tile: Tile, fold: bool) -> int:
 
 # Register-held rows keep x in L2 (evict_last) unless quantized; staged rows load past L1,
 # leaving it to the per-column vectors every row reads again, where that pays and does not spill.
+def _waves(spec: KernelSpec, op: Op, tile: Tile) -> int:
+    """Blocks (clusters) launched per block the device holds at once, where there are rows
+    enough: blocks that stride over many rows finish unevenly and run their rows in lockstep
+    phases (load, reduce, store), so more, shorter-lived blocks balance the tail and mix the
+    phases (tiles.WAVES). Staged rows over a cluster take fewer (tiles.CLUSTER_WAVES), and so
+    do one-pass register rows with a quant and without a fused add, aligned or framed
+    (tiles.QUANT_WAVES): bound by their instructions rather than by DRAM, they lose more to
+    each block's start (its columns loaded, its first row's load behind no row before it)
+    than to a longer tail. Streamed blocks launch one wave, each streaming its next row
+    while it works on this one; resident tiles one wave of the clusters the device holds
+    (runtime.resident_clusters). Measurements: docs/policy.md (waves)."""
+    if tile.stream_bytes:
+        return 1
+    if tile.stage_bytes:
+        return tiles.CLUSTER_WAVES if tile.cluster > 1 else tiles.WAVES
+    one_pass = spec.pipeline == Pipeline.ONE_PASS and not spec.ragged
+    quant_bound = one_pass and op.quant != Quant.NONE and spec.fused_add == FusedAdd.NONE
+    return tiles.QUANT_WAVES if quant_bound else tiles.WAVES
+
+
 def _row_cache(spec: KernelSpec, op: Op, tile: Tile) -> Cache:
     if not _one_pass(spec):
         return Cache.NORMAL

@@ -243,6 +243,14 @@ SINGLE_INPUT_TILES: dict[int, dict[int, Shape]] = {
 # clusters the device holds at once (Tile.resident), each striding over the rows.
 RESIDENT_MIN_CLUSTER = 8
 
+# Blocks (clusters) launched per block the device holds at once, where there are rows enough
+# (Recipe.waves; docs/policy.md: waves): rows in registers or staged in one block, staged
+# rows over a cluster, and one-pass register rows (aligned or framed) with a quant and no fused add,
+# whose blocks' starts cost more than their tails.
+WAVES = 16
+CLUSTER_WAVES = 4
+QUANT_WAVES = 4
+
 # Two-pass: one row per block, streamed in chunks of threads * vec * repeat elements.
 TWO_PASS_THREADS = 512
 TWO_PASS_UNROLL = 2

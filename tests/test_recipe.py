@@ -169,6 +169,23 @@ def test_unfused_16_bit_rmsnorm_rows_of_4096_take_256_threads():
     assert recipe(parse_name("rmsnorm_fwd_fp32_nb4096_1p_v4")).tile.repeat == 4
 
 
+def test_quantized_register_rows_without_a_fused_add_launch_fewer_waves():
+    quant = ("layernorm_fwd_bf16_dqint8_syfp32_nb4096_1p_v8", "rmsnorm_fwd_bf16_dqfp8_syfp32_nb16384_1p_v8",
+             "rmsnorm_fwd_bf16_sqfp8_nb4096_1p_v8", "layernorm_fwd_bf16_smfp32_dqint8_syfp32_nb1024_1p_v8",
+             "layernorm_fwd_bf16_dqint8_syfp32_nb5120_1p_f8")  # (the last: framed)
+    for name in quant:
+        assert recipe(parse_name(name)).waves == tiles.QUANT_WAVES, name
+    # not with a fused add (a second row stream), ragged, two-pass or staged in one block,
+    # nor without a quant
+    for name in ("layernorm_fwd_bf16_add1_dqint8_syfp32_nb4096_1p_v8", "layernorm_fwd_bf16_dqint8_syfp32_nb4096_1p_r8",
+                 "layernorm_fwd_bf16_dqint8_syfp32_2p_v1", "layernorm_fwd_bf16_dqint8_syfp32_nb16384_1p_v8",
+                 "layernorm_fwd_bf16_nb4096_1p_v8"):
+        assert recipe(parse_name(name)).waves == tiles.WAVES, name
+    assert recipe(parse_name("layernorm_fwd_bf16_nb131072_1p_v8")).waves == tiles.CLUSTER_WAVES
+    assert recipe(parse_name("layernorm_fwd_bf16_dqint8_syfp32_nb32768_1p_v8")).waves == 1  # streamed
+    assert tiles.QUANT_WAVES < tiles.WAVES
+
+
 def test_ragged_rows_in_registers_load_through_a_row_image_where_it_fits():
     # 16-bit rows of the 8192 bucket: an image of two rows (at most 40 KB)
     for name in ("layernorm_fwd_bf16_nb8192_1p_r8", "rmsnorm_fwd_bf16_nb8192_1p_r8",
