@@ -151,6 +151,43 @@ def test_streamed_rows_stride_over_the_rows(quant, seed):
             assert cupy.array_equal(alone.scale[0], out.scale[r]), (what, r)
 
 
+@pytest.mark.parametrize("norm, n, quant", [("layernorm", 1024, "int8"), ("rmsnorm", 16384, "fp8_e4m3")])
+def test_quantized_register_rows_stride_over_the_rows(norm, n, quant, seed):
+    """Register rows with a quant launch tiles.QUANT_WAVES waves (Recipe.waves), fewer than
+    other register rows, so that a batch of as many rows as the launch's blocks hold gives each
+    block (each row slot of a block) several rows: every row matches the reference, and a row
+    alone gives the same bits as in the batch."""
+    import cupy
+
+    from normgen import tiles
+
+    probe = expected(Case(DType.BF16, DType.BF16, n, 1, "normal", 0, seed)).xgb
+    dispatch._kernels.clear()
+    call = normgen.layernorm if norm == "layernorm" else normgen.rmsnorm
+    columns = probe[1:] if norm == "layernorm" else probe[1:2]
+    call(probe[0], *columns, quant=quant)
+    (kernel,) = dispatch._kernels.values()
+    r = recipe(kernel.spec)
+    assert r.waves == tiles.QUANT_WAVES and not r.tile.shared_bytes, kernel.spec.name
+    slots = kernel.max_groups * kernel.rows_per_block
+    m = 2 * slots + 7  # every slot takes two or three rows
+    x, g, b = expected(Case(DType.BF16, DType.BF16, n, m, "normal", 0, seed)).xgb
+    columns = (g, b) if norm == "layernorm" else (g,)
+    out = call(x, *columns, quant=quant)
+    host = [cupy.asnumpy(v) for v in (x, *columns)]
+    eps = 1e-5 if norm == "layernorm" else 1e-6
+    want = getattr(reference, norm)(*host, eps, quant=quant)
+    y64 = reference.normalized(norm, *host, *([] if norm == "layernorm" else [None]), eps)
+    what = f"{norm} N={n} rows={m} slots={slots}"
+    assert_scales(out.scale, want.scale, what)
+    assert_codes(out.y, y64 / cupy.asnumpy(out.scale).astype(np.float64)[:, None],
+                 DType.INT8 if quant == "int8" else DType.FP8, what)
+    for row in (0, slots, 2 * slots, m - 1):  # a slot's first, second and third rows, the last
+        alone = call(x[row : row + 1], *columns, quant=quant)
+        assert cupy.array_equal(alone.y[0].view(cupy.uint8), out.y[row].view(cupy.uint8)), (what, row)
+        assert cupy.array_equal(alone.scale[0], out.scale[row]), (what, row)
+
+
 def test_rows_of_the_bucket_length_run_the_whole_row_kernel(seed):
     """A staged one-pass instance has a kernel built for rows of exactly its bucket's length
     and one for any shorter row; each serves its own N, and both match the reference."""
