@@ -627,19 +627,12 @@ def _column_ahead(tile: Tile, fold: bool) -> int:
     return 1 if fold and tile.stage_bytes else 0
 
 
-# Register-held rows keep x in L2 (evict_last) unless quantized; staged rows load past L1,
-# leaving it to the per-column vectors every row reads again, where that pays and does not spill.
 def _waves(spec: KernelSpec, op: Op, tile: Tile) -> int:
-    """Blocks (clusters) launched per block the device holds at once, where there are rows
-    enough: blocks that stride over many rows finish unevenly and run their rows in lockstep
-    phases (load, reduce, store), so more, shorter-lived blocks balance the tail and mix the
-    phases (tiles.WAVES). Staged rows over a cluster take fewer (tiles.CLUSTER_WAVES), and so
-    do one-pass register rows with a quant and without a fused add, aligned or framed
-    (tiles.QUANT_WAVES): bound by their instructions rather than by DRAM, they lose more to
-    each block's start (its columns loaded, its first row's load behind no row before it)
-    than to a longer tail. Streamed blocks launch one wave, each streaming its next row
-    while it works on this one; resident tiles one wave of the clusters the device holds
-    (runtime.resident_clusters). Measurements: docs/policy.md (waves)."""
+    """Blocks (clusters) launched per block the device holds at once, where rows suffice: more,
+    shorter-lived blocks balance the tail and mix the phases of memory-bound rows (tiles.WAVES),
+    while one-pass register rows with a quant and no fused add, bound by their instructions,
+    lose more to each block's start than to a longer tail (tiles.QUANT_WAVES); staged rows
+    over a cluster take tiles.CLUSTER_WAVES, streamed blocks one wave (docs/policy.md: waves)."""
     if tile.stream_bytes:
         return 1
     if tile.stage_bytes:
@@ -649,6 +642,8 @@ def _waves(spec: KernelSpec, op: Op, tile: Tile) -> int:
     return tiles.QUANT_WAVES if quant_bound else tiles.WAVES
 
 
+# Register-held rows keep x in L2 (evict_last) unless quantized; staged rows load past L1,
+# leaving it to the per-column vectors every row reads again, where that pays and does not spill.
 def _row_cache(spec: KernelSpec, op: Op, tile: Tile) -> Cache:
     if not _one_pass(spec):
         return Cache.NORMAL
