@@ -8,9 +8,10 @@ compiled with -lineinfo, runs under ncu, whose SourceCounters section counts the
 instructions each SASS address executed; the same build's cubin, disassembled with its line
 table (nvdisasm -g), names each address's innermost source line (an inlined function's own
 line, not its caller's). The table sums the counts by line: warp instructions a row (M rows
-of N, default 2^27 / N elements) and their share, heaviest first. DIR (default
-/tmp/normgen-lines) keeps ncu's report as csv, the cubin and its listing; --report prints the
-table again from them (each line's text as this tree's templates hold it). Needs ncu and
+of N, default 2^27 / N elements) and their share, heaviest first, after the same sums by
+template file. DIR (default /tmp/normgen-lines) keeps ncu's report as csv, the cubin and its
+listing; --report prints the table again from them (each line's text as this tree's
+templates hold it). Needs ncu and
 nvdisasm on the PATH (the GPU machine has both); run from the tree's root. Timing stays with
 tune.py: ncu replays the kernel and leaves the clocks alone (--clock-control none), and its
 figures are counts, not speeds.
@@ -84,6 +85,10 @@ def table(totals: collections.Counter, rows: int, top: int) -> str:
     templates = Path(__file__).resolve().parent.parent / "templates" / "kernels"
     texts = {}
     out = [f"{whole / rows:.1f} warp instructions a row ({whole} in all over {rows} rows)"]
+    files = collections.Counter()
+    for where, n in totals.items():
+        files[where[0] if where else "(no line)"] += n
+    out.append("by file: " + ", ".join(f"{name} {n / rows:.1f}" for name, n in files.most_common()))
     for where, n in totals.most_common(top):
         text = ""
         if where is not None and (templates / where[0]).exists():

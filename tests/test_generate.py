@@ -229,7 +229,7 @@ def test_tuning_serves_the_lengths_the_dispatcher_does():
 def test_profile_lines_sums_counts_by_innermost_line():
     """scripts/profile_lines.py joins ncu's per-address counts (offsets from the kernel's first
     address) with nvdisasm -g's line table, by the innermost line; unlisted addresses go
-    under None."""
+    under None; the table sums them by file first."""
     lines = _script("profile_lines")
     page = (
         '"Kernel Name","k",\n'
@@ -252,9 +252,10 @@ def test_profile_lines_sums_counts_by_innermost_line():
     assert totals == {("epilogue.cuh", 18): 80, ("stats.cuh", 34): 10, None: 0}
     table = lines.table(totals, rows=10, top=2).splitlines()
     assert table[0].startswith("9.0 warp instructions a row")
+    assert table[1] == "by file: epilogue.cuh 8.0, stats.cuh 1.0, (no line) 0.0"
     text = (Path(lines.__file__).resolve().parent.parent / "templates" / "kernels" / "epilogue.cuh").read_text()
-    assert "epilogue.cuh:18" in table[1] and "88.9%" in table[1]
-    assert table[1].endswith(text.splitlines()[17].strip()[:72])
+    assert "epilogue.cuh:18" in table[2] and "88.9%" in table[2]
+    assert table[2].endswith(text.splitlines()[17].strip()[:72])
 
 
 def test_tuning_counts_the_benchmarks_bytes():
