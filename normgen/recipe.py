@@ -637,8 +637,7 @@ def _waves(spec: KernelSpec, op: Op, tile: Tile) -> int:
         return 1
     if tile.stage_bytes:
         return tiles.CLUSTER_WAVES if tile.cluster > 1 else tiles.WAVES
-    one_pass = spec.pipeline == Pipeline.ONE_PASS and not spec.ragged
-    quant_bound = one_pass and op.quant != Quant.NONE and spec.fused_add == FusedAdd.NONE
+    quant_bound = _one_pass(spec) and not spec.ragged and op.quant != Quant.NONE and spec.fused_add == FusedAdd.NONE
     return tiles.QUANT_WAVES if quant_bound else tiles.WAVES
 
 

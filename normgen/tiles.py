@@ -243,10 +243,8 @@ SINGLE_INPUT_TILES: dict[int, dict[int, Shape]] = {
 # clusters the device holds at once (Tile.resident), each striding over the rows.
 RESIDENT_MIN_CLUSTER = 8
 
-# Blocks (clusters) launched per block the device holds at once, where rows suffice
-# (recipe._waves): rows in registers or staged in one block; staged rows over a cluster; and
-# one-pass register rows with a quant and no fused add, whose blocks' starts cost more than
-# their tails.
+# Blocks (clusters) launched per block the device holds at once, where rows suffice; which
+# rows take which is recipe._waves' rule.
 WAVES = 16
 CLUSTER_WAVES = 4
 QUANT_WAVES = 4
