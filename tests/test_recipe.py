@@ -19,7 +19,7 @@ SAMPLE = select() + select(BEYOND)[::5]
 
 POLICY = ("tile", "op", "whole_row_kernel", "kernels", "pack_columns", "keep_outputs",
           "output_step", "light_columns", "column_prefetch", "column_registers", "fold_shift",
-          "column_ahead", "row_cache", "fused", "min_blocks_per_sm")
+          "column_ahead", "row_cache", "fused", "min_blocks_per_sm", "waves")
 
 _CONSTANT = re.compile(r"static constexpr [\w:]+ (k\w+) = (?:normgen::)?([\w:]+);")
 _BOUNDS = re.compile(r"__launch_bounds__\((\d+), (\w+)\)")
