@@ -27,7 +27,7 @@ struct Traits {
   static constexpr bool kRagged = false;
   static constexpr bool kFramed = true;
   static constexpr bool kPackColumns = false;
-  static constexpr bool kKeepOutputs = false;
+  static constexpr bool kKeepOutputs = true;
   static constexpr normgen::Cache kRowCache = normgen::Cache::NORMAL;
   static constexpr int kOutputStep = 4;
   static constexpr int kColumnPrefetch = 0;

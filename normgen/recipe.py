@@ -356,9 +356,23 @@ def _framed_recipe(spec: KernelSpec, op: Op) -> Recipe:
     bounce = tile.block_threads // 32 * tile.repeat * 33 * 16 if tile.threads_per_row % 32 == 0 else 0
     kernels = ((spec.symbol, Entry.ANY), (spec.name + "_alike", Entry.ALIKE))
     return replace(aligned, tile=tile, whole_row_kernel=False, kernels=kernels, image_bytes=bounce,
-                   min_blocks_per_sm=tile.min_blocks_per_sm, pack_columns=False, keep_outputs=False,
+                   min_blocks_per_sm=tile.min_blocks_per_sm, pack_columns=False,
+                   keep_outputs=_framed_keep_outputs(spec, op, tile),
                    row_cache=_row_cache(spec, op, tile), output_step=tile.repeat, column_prefetch=0,
                    column_registers=0, column_ahead=0, fold_shift=False, waves=_waves(spec, op, tile))
+
+
+# Framed LayerNorm + dynamic quant keeps its row as floats less the mean, then its outputs
+# (x converted once, the outputs computed once), where its 128 registers hold them: rows that
+# load their per-column vectors per vector (more than 128 bytes of them a thread: a smooth
+# scale, an x-bias, fp32 weights), and rows that hold them of at most 128 threads without a
+# fused add's second input (docs/policy.md: keep_outputs).
+def _framed_keep_outputs(spec: KernelSpec, op: Op, tile: Tile) -> bool:
+    if not op.quant_ln:
+        return False
+    columns = 2 * spec.w.itemsize + spec.x_bias * spec.x.itemsize + (spec.smooth.itemsize if spec.smooth else 0)
+    held = not tile.lean and tile.repeat * tile.vec * columns <= 128  # framed_rows.cuh's kHold
+    return not held or (spec.fused_add == FusedAdd.NONE and tile.threads_per_row <= 128)
 
 
 # Ragged rows take their bucket's plain tile (tiles.ONE_PASS_TILES) and none of the aligned

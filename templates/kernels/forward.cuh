@@ -57,7 +57,7 @@ __device__ __forceinline__ void norm_fwd(const Params& p) {
                 "ragged rows: one-pass, in registers or staged, of 16-byte vectors");
   static_assert(!K::kFramed || (K::kPipeline == Pipeline::ONE_PASS && !K::kRagged && !K::kStaged && !K::kStreamed &&
                                  K::kCluster == 1 && !kFull && K::kVec * sizeof(typename K::X) == 16 &&
-                                 !K::kPackColumns && !K::kKeepOutputs && K::kColumnAhead == 0 && K::kRowImages == 0),
+                                 !K::kPackColumns && K::kColumnAhead == 0 && K::kRowImages == 0),
                 "framed rows: one-pass, in registers over one block, of 16-byte vectors");
   if constexpr (K::kFramed) {
     framed_rows<K, E == Entry::ALIKE>(p);

@@ -401,9 +401,12 @@ __device__ __forceinline__ void framed_rows(const Params& p) {
   constexpr bool kAdd = K::kFusedAdd != 0;
   constexpr bool kPrologue = kAdd || K::kXBias;
   constexpr bool kHold = !K::kLean && Columns<K, P, V>::kWords <= 32;
-  constexpr bool kPrefetchRow = !K::kLean && (kAdd ? 2 : 1) * Packed<X, P, V>::kWords <= 16;
+  // (rows that keep their outputs load the next row after the stores: ahead, it spilled)
+  constexpr bool kPrefetchRow = !K::kLean && (kAdd ? 2 : 1) * Packed<X, P, V>::kWords <= 16 && !K::kKeepOutputs;
   constexpr int S = scratch_sets<K>();
+  constexpr bool kKeep = K::kKeepOutputs;
   static_assert(K::kCluster == 1 && !K::kStaged, "framed rows: in registers, one block a row");
+  static_assert(!kKeep || (kLN && K::kQuant == Quant::DYNAMIC), "kept outputs: LayerNorm's dynamic quant");
   __shared__ ReduceScratch<T, R, 1> sh_max[S];
   __shared__ ReduceScratch<T, R, 1> sh_mean[S];
   __shared__ ReduceScratch<T, R, stat_values<K>()> sh_stats[S];
@@ -524,19 +527,42 @@ __device__ __forceinline__ void framed_rows(const Params& p) {
     // The row's sums in column order: RMSNorm's of h^2; LayerNorm's of h, then of h - mean
     // and its squares (mean + their mean: the mean to rounding): two passes over the
     // registers, and no shift whose choice could depend on s.
+    // kKeep (K::kKeepOutputs, LayerNorm's dynamic quant): the row as floats less its mean from
+    // the first sums on, which the second sums and the outputs take, and then the outputs its
+    // maximum is taken from, for the stores (as register_rows keeps them): x converted once,
+    // the outputs computed once.
+    RegisterFloats<kKeep ? P : 1, V> kept;
     float mean = 0.f, s1[1] = {0.f}, s2[2];
     if constexpr (kLN) {
       framed_totals<T, P, V>(cols, get, h_at, [](int, float(&)[V]) {}, SumOf{}, s1);
       mean = row_mean<T, R, 1>(s1[0], sh_mean[ph], n);
-      framed_totals<T, P, V>(cols, get, h_at, [&](int col, float (&d)[V]) {
-        if (col >= 0 && col + V <= n) {
+      if constexpr (kKeep) {
+        kept.centre(cols, get, mean);
+        auto inside_only = [&](int col, float (&d)[V]) {  // zeros outside the row
+          if (!(col >= 0 && col + V <= n)) {
+#pragma unroll
+            for (int j = 0; j < V; ++j) d[j] = col + j >= 0 && col + j < n ? d[j] : 0.f;
+          }
+        };
+        auto tail_at = [&](int col, float (&d)[V]) {
+          h_at(col, d);
 #pragma unroll
           for (int j = 0; j < V; ++j) d[j] -= mean;
-        } else {
+        };
+        framed_totals<T, P, V>(cols, [&](int i, float (&d)[V]) { kept.get(i, d); }, tail_at, inside_only,
+                               SumAndSquaresOf{}, s2);
+      } else {
+        auto less_mean = [&](int col, float (&d)[V]) {  // h - mean, zeros outside the row
+          if (col >= 0 && col + V <= n) {
 #pragma unroll
-          for (int j = 0; j < V; ++j) d[j] = col + j >= 0 && col + j < n ? d[j] - mean : 0.f;
-        }
-      }, SumAndSquaresOf{}, s2);
+            for (int j = 0; j < V; ++j) d[j] -= mean;
+          } else {
+#pragma unroll
+            for (int j = 0; j < V; ++j) d[j] = col + j >= 0 && col + j < n ? d[j] - mean : 0.f;
+          }
+        };
+        framed_totals<T, P, V>(cols, get, h_at, less_mean, SumAndSquaresOf{}, s2);
+      }
     } else {
       framed_totals<T, P, V>(cols, get, h_at, [](int, float(&)[V]) {}, SquaresOf{}, s1);
       s2[0] = 0.f;
@@ -546,9 +572,13 @@ __device__ __forceinline__ void framed_rows(const Params& p) {
     // per-column vectors read zero there.
     auto outputs_of = [&](int i, const Stats& st, float (&out)[V]) {
       float d[V];
-      in.x.get(i, d);
+      if constexpr (kKeep) {
+        kept.get(i, d);  // h - mean, and st.shift is that mean
+      } else {
+        in.x.get(i, d);
 #pragma unroll
-      for (int j = 0; j < V; ++j) d[j] -= st.shift;
+        for (int j = 0; j < V; ++j) d[j] -= st.shift;
+      }
       if constexpr (kHold) {
         outputs<K, P, V>(out, p, st, d, held, i);
       } else {
@@ -557,7 +587,7 @@ __device__ __forceinline__ void framed_rows(const Params& p) {
         outputs<K, 1, V>(out, p, st, d, one, 0);
       }
     };
-    auto row_absmax = [&](const Stats& st) {
+    auto row_absmax = [&](const Stats& st, bool keep) {
       float m = 0.f;
 #pragma unroll
       for (int i = 0; i < P; ++i) {
@@ -567,6 +597,9 @@ __device__ __forceinline__ void framed_rows(const Params& p) {
           if constexpr (kLN) {
             if (!cols.whole(i)) cols.fill_outside(i, out, 0.f);
           }
+          if constexpr (kKeep) {
+            if (keep) kept.put(i, out);
+          }
 #pragma unroll
           for (int j = 0; j < V; ++j) m = max_nan(m, fabsf(out[j]));
         }
@@ -574,13 +607,13 @@ __device__ __forceinline__ void framed_rows(const Params& p) {
       return m;
     };
     // merged_max: the outputs' maximum with rstd = 1 (exactly the unscaled products)
-    const float m = merged_max<K>() ? row_absmax(Stats{0.f, 0.f, 1.f, 0.f, false}) : 0.f;
+    const float m = merged_max<K>() ? row_absmax(Stats{0.f, 0.f, 1.f, 0.f, false}, false) : 0.f;
     const Stats st = row_stats<K, T, R, 1>(mean, s2[0], s2[1], m, sh_stats[ph], n, p.eps);
     float mul = qmul;
     if constexpr (merged_max<K>()) {
       mul = dynamic_scale<K>(p, st.amax, row, live && lane == 0);
     } else if constexpr (K::kQuant == Quant::DYNAMIC) {
-      float mx[1] = {row_absmax(st)};
+      float mx[1] = {row_absmax(st, true)};
       row_reduce<Max, T, R, 1, 1>(mx, sh_max[ph]);
       mul = dynamic_scale<K>(p, mx[0], row, live && lane == 0);
     }
@@ -589,7 +622,11 @@ __device__ __forceinline__ void framed_rows(const Params& p) {
       Y* y = static_cast<Y*>(p.y) + row * n;
       store_row<kAlike, Y, P>(y, cols, slots, [&](int i) {
         float out[V];
-        outputs_of(i, st, out);
+        if constexpr (kKeep) {
+          kept.get(i, out);
+        } else {
+          outputs_of(i, st, out);
+        }
         if constexpr (K::kQuant != Quant::NONE) {
 #pragma unroll
           for (int j = 0; j < V; ++j) out[j] *= mul;
