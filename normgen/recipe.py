@@ -370,7 +370,7 @@ def _framed_recipe(spec: KernelSpec, op: Op) -> Recipe:
 def _framed_keep_outputs(spec: KernelSpec, op: Op, tile: Tile) -> bool:
     if not op.quant_ln:
         return False
-    columns = 2 * spec.w.itemsize + spec.x_bias * spec.x.itemsize + (spec.smooth.itemsize if spec.smooth else 0)
+    columns = sum(d.itemsize for d in _column_dtypes(spec))
     held = not tile.lean and tile.repeat * tile.vec * columns <= 128  # framed_rows.cuh's kHold
     return not held or (spec.fused_add == FusedAdd.NONE and tile.threads_per_row <= 128)
 
@@ -582,8 +582,14 @@ def _whole_row_kernel(spec: KernelSpec, tile: Tile) -> bool:
 def _pack_columns(spec: KernelSpec, op: Op, tile: Tile, keep: bool) -> bool:
     if not _one_pass(spec):
         return False
+    return pack_columns(tile, sum(d.itemsize == 2 for d in _column_dtypes(spec)), op.fused, keep)
+
+
+def _column_dtypes(spec: KernelSpec) -> list[DType]:
+    """The precisions of the per-column vectors a row reads (the template's Columns): gamma,
+    LayerNorm's beta, an x-bias, a smooth scale."""
     held = [spec.w] * (1 + (spec.norm == Norm.LAYERNORM)) + [spec.x] * spec.x_bias + [spec.smooth]
-    return pack_columns(tile, sum(d is not None and d.itemsize == 2 for d in held), op.fused, keep)
+    return [d for d in held if d is not None]
 
 
 # LayerNorm's dynamic quant keeps the outputs it computes for the row's maximum for the stores

@@ -401,10 +401,10 @@ __device__ __forceinline__ void framed_rows(const Params& p) {
   constexpr bool kAdd = K::kFusedAdd != 0;
   constexpr bool kPrologue = kAdd || K::kXBias;
   constexpr bool kHold = !K::kLean && Columns<K, P, V>::kWords <= 32;
-  // (rows that keep their outputs load the next row after the stores: ahead, it spilled)
-  constexpr bool kPrefetchRow = !K::kLean && (kAdd ? 2 : 1) * Packed<X, P, V>::kWords <= 16 && !K::kKeepOutputs;
-  constexpr int S = scratch_sets<K>();
   constexpr bool kKeep = K::kKeepOutputs;
+  // (rows that keep their outputs load the next row after the stores: ahead, it spilled)
+  constexpr bool kPrefetchRow = !K::kLean && (kAdd ? 2 : 1) * Packed<X, P, V>::kWords <= 16 && !kKeep;
+  constexpr int S = scratch_sets<K>();
   static_assert(K::kCluster == 1 && !K::kStaged, "framed rows: in registers, one block a row");
   static_assert(!kKeep || (kLN && K::kQuant == Quant::DYNAMIC), "kept outputs: LayerNorm's dynamic quant");
   __shared__ ReduceScratch<T, R, 1> sh_max[S];
@@ -587,7 +587,8 @@ __device__ __forceinline__ void framed_rows(const Params& p) {
         outputs<K, 1, V>(out, p, st, d, one, 0);
       }
     };
-    auto row_absmax = [&](const Stats& st, bool keep) {
+    // (kKeep rows are LayerNorm's, whose one call here is the maximum of the outputs they keep)
+    auto row_absmax = [&](const Stats& st) {
       float m = 0.f;
 #pragma unroll
       for (int i = 0; i < P; ++i) {
@@ -597,9 +598,7 @@ __device__ __forceinline__ void framed_rows(const Params& p) {
           if constexpr (kLN) {
             if (!cols.whole(i)) cols.fill_outside(i, out, 0.f);
           }
-          if constexpr (kKeep) {
-            if (keep) kept.put(i, out);
-          }
+          if constexpr (kKeep) kept.put(i, out);
 #pragma unroll
           for (int j = 0; j < V; ++j) m = max_nan(m, fabsf(out[j]));
         }
@@ -607,13 +606,13 @@ __device__ __forceinline__ void framed_rows(const Params& p) {
       return m;
     };
     // merged_max: the outputs' maximum with rstd = 1 (exactly the unscaled products)
-    const float m = merged_max<K>() ? row_absmax(Stats{0.f, 0.f, 1.f, 0.f, false}, false) : 0.f;
+    const float m = merged_max<K>() ? row_absmax(Stats{0.f, 0.f, 1.f, 0.f, false}) : 0.f;
     const Stats st = row_stats<K, T, R, 1>(mean, s2[0], s2[1], m, sh_stats[ph], n, p.eps);
     float mul = qmul;
     if constexpr (merged_max<K>()) {
       mul = dynamic_scale<K>(p, st.amax, row, live && lane == 0);
     } else if constexpr (K::kQuant == Quant::DYNAMIC) {
-      float mx[1] = {row_absmax(st, true)};
+      float mx[1] = {row_absmax(st)};
       row_reduce<Max, T, R, 1, 1>(mx, sh_max[ph]);
       mul = dynamic_scale<K>(p, mx[0], row, live && lane == 0);
     }
