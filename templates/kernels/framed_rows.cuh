@@ -48,6 +48,19 @@ template <int T, int P, int V> struct FramedCols {
   }
 };
 
+// The same vectors, every one taken as inside the row: for the passes over values that are
+// zero outside it (x as load_row leaves it; the held per-column vectors, loaded for every
+// vector), where a zero adds nothing to a sum or a maximum, so that no vector needs a branch
+// around it and the compiler may move work across them.
+template <int T, int P, int V> struct EveryVector : FramedCols<T, P, V> {
+  __device__ __forceinline__ bool inside(int) const { return true; }
+};
+template <bool kEvery, int T, int P, int V>
+__device__ __forceinline__ typename Pick<kEvery, EveryVector<T, P, V>, FramedCols<T, P, V>>::type passes_over(
+    const FramedCols<T, P, V>& cols) {
+  return {cols};
+}
+
 // Elements j < lo and j >= hi of vector i set to `bits` (an element's bits in the low bits).
 template <typename T, int P, int V>
 __device__ __forceinline__ void set_outside(Packed<T, P, V>& v, int i, int lo, int hi, uint32_t bits) {
@@ -402,6 +415,12 @@ __device__ __forceinline__ void framed_rows(const Params& p) {
   constexpr bool kPrologue = kAdd || K::kXBias;
   constexpr bool kHold = !K::kLean && Columns<K, P, V>::kWords <= 32;
   constexpr bool kKeep = K::kKeepOutputs;
+  // The sums and the kept centring take every vector unbranched (EveryVector), and so does
+  // RMSNorm's maximum where its columns are held; LayerNorm's rows that do not keep their
+  // outputs, and LayerNorm's maximum, test each vector: unbranched, ptxas spilled there (fused
+  // adds, quant, kept fp16 rows) or the rows ran slower (unfused).
+  constexpr bool kEvery = !kLN || kKeep;
+  constexpr bool kEveryMax = !kLN && kHold;
   // (rows that keep their outputs load the next row after the stores: ahead, it spilled)
   constexpr bool kPrefetchRow = !K::kLean && (kAdd ? 2 : 1) * Packed<X, P, V>::kWords <= 16 && !kKeep;
   constexpr int S = scratch_sets<K>();
@@ -475,11 +494,12 @@ __device__ __forceinline__ void framed_rows(const Params& p) {
     const bool live = row < p.rows;
     const bool more = base + stride < p.rows;
     const FramedCols<T, P, V> cols{lane, n, s};
+    const auto pass = passes_over<kEvery>(cols);
     if constexpr (kHold) {
       if (s != held_s) {
 #pragma unroll
         for (int i = 0; i < P; ++i)
-          if (cols.inside(i)) load_framed_columns(held, p, i, cols(i));
+          if (kEvery || cols.inside(i)) load_framed_columns(held, p, i, cols(i));
         held_s = s;
       }
     }
@@ -534,10 +554,10 @@ __device__ __forceinline__ void framed_rows(const Params& p) {
     RegisterFloats<kKeep ? P : 1, V> kept;
     float mean = 0.f, s1[1] = {0.f}, s2[2];
     if constexpr (kLN) {
-      framed_totals<T, P, V>(cols, get, h_at, [](int, float(&)[V]) {}, SumOf{}, s1);
+      framed_totals<T, P, V>(pass, get, h_at, [](int, float(&)[V]) {}, SumOf{}, s1);
       mean = row_mean<T, R, 1>(s1[0], sh_mean[ph], n);
       if constexpr (kKeep) {
-        kept.centre(cols, get, mean);
+        kept.centre(pass, get, mean);
         auto inside_only = [&](int col, float (&d)[V]) {  // zeros outside the row
           if (!(col >= 0 && col + V <= n)) {
 #pragma unroll
@@ -549,7 +569,7 @@ __device__ __forceinline__ void framed_rows(const Params& p) {
 #pragma unroll
           for (int j = 0; j < V; ++j) d[j] -= mean;
         };
-        framed_totals<T, P, V>(cols, [&](int i, float (&d)[V]) { kept.get(i, d); }, tail_at, inside_only,
+        framed_totals<T, P, V>(pass, [&](int i, float (&d)[V]) { kept.get(i, d); }, tail_at, inside_only,
                                SumAndSquaresOf{}, s2);
       } else {
         auto less_mean = [&](int col, float (&d)[V]) {  // h - mean, zeros outside the row
@@ -561,10 +581,10 @@ __device__ __forceinline__ void framed_rows(const Params& p) {
             for (int j = 0; j < V; ++j) d[j] = col + j >= 0 && col + j < n ? d[j] - mean : 0.f;
           }
         };
-        framed_totals<T, P, V>(cols, get, h_at, less_mean, SumAndSquaresOf{}, s2);
+        framed_totals<T, P, V>(pass, get, h_at, less_mean, SumAndSquaresOf{}, s2);
       }
     } else {
-      framed_totals<T, P, V>(cols, get, h_at, [](int, float(&)[V]) {}, SquaresOf{}, s1);
+      framed_totals<T, P, V>(pass, get, h_at, [](int, float(&)[V]) {}, SquaresOf{}, s1);
       s2[0] = 0.f;
       s2[1] = s1[0];
     }
@@ -592,7 +612,7 @@ __device__ __forceinline__ void framed_rows(const Params& p) {
       float m = 0.f;
 #pragma unroll
       for (int i = 0; i < P; ++i) {
-        if (cols.inside(i)) {
+        if (kEveryMax || cols.inside(i)) {
           float out[V];
           outputs_of(i, st, out);
           if constexpr (kLN) {
