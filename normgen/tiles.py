@@ -216,7 +216,7 @@ FRAMED_BUCKETS: dict[int, dict[str, frozenset[int]]] = {
         "layernorm": frozenset({10240}),
         "rmsnorm": frozenset({1024, 2048, 4096, 5120, 10240}),
         "layernorm+prologue": frozenset({1024, 2048, 5120, 10240}),
-        "rmsnorm+prologue": frozenset({1024, 2048, 4096, 5120}),
+        "rmsnorm+prologue": frozenset({1024, 2048, 4096, 5120, 10240}),
         "layernorm+quant": frozenset({2048, 5120}),
         "rmsnorm+quant": frozenset({1024, 2048, 4096, 5120}),
     },

@@ -99,6 +99,7 @@ def test_a_call_no_instance_serves_is_generated_and_served(tmp_path, monkeypatch
     (_call(Norm.LAYERNORM, DType.FP16, fused_add=FusedAdd.STORE, quant=DQ, out=DType.INT8, smooth=DType.FP32,
            scale=DType.FP32), 5002),
     (_call(Norm.RMSNORM, DType.BF16, fused_add=FusedAdd.STORE, quant=SQ, out=DType.FP8), 100003),
+    (_call(Norm.RMSNORM, DType.BF16, fused_add=FusedAdd.STORE), 9001),  # framed rows (sums: their bits)
 ], ids=lambda v: v.name.replace("_2p_v1", "") if isinstance(v, KernelSpec) else str(v))
 def test_a_rows_results_do_not_depend_on_where_it_lies(call, n, strict, seed):
     """Rows whose starts lie at every place within a 16-byte vector, in a batch, give the
