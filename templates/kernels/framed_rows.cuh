@@ -499,7 +499,7 @@ __device__ __forceinline__ void framed_rows(const Params& p) {
       if (s != held_s) {
 #pragma unroll
         for (int i = 0; i < P; ++i)
-          if (kEvery || cols.inside(i)) load_framed_columns(held, p, i, cols(i));
+          if (pass.inside(i)) load_framed_columns(held, p, i, cols(i));
         held_s = s;
       }
     }
