@@ -68,6 +68,13 @@ template <class K, int P, int V> struct Columns {
     load_bias(p, i, col);
     load_epilogue(p, i, col);
   }
+  // Vector i all zeros (a vector outside the row, where a pass takes every vector).
+  __device__ __forceinline__ void zero(int i) {
+    g.zero(i);
+    b.zero(i);
+    bias.zero(i);
+    sm.zero(i);
+  }
   // As load, for the first `count` columns of a vector (a ragged row's last one: the
   // columns end inside it), one by one; zeros for the rest (none where count <= 0).
   __device__ __forceinline__ void load_part(const Params& p, int i, i64 col, int count) {

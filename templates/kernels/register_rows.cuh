@@ -50,11 +50,20 @@ __device__ __forceinline__ void register_rows(const Params& p) {
     for (int i = 0; i < P; ++i) load_in<K, P, V, K::kRowCache>(in, i, xr, rr, cols(i), live && cols.inside(i));
   };
 
+  // RMSNorm's sums take every vector unbranched, and so does its maximum where the columns
+  // are held: x is zero outside the row (load_row), and so are the held columns.
+  const auto sums_cols = every_vector<!kLN>(cols);
+  const auto max_cols = every_vector<!kLN && kHold>(cols);
   Columns<K, kHold ? P : 1, V> c;
   if constexpr (kHold) {
 #pragma unroll
-    for (int i = 0; i < P; ++i)
-      if (cols.inside(i)) c.load(p, i, cols(i));
+    for (int i = 0; i < P; ++i) {
+      if (cols.inside(i)) {
+        c.load(p, i, cols(i));
+      } else {
+        c.zero(i);
+      }
+    }
   }
   if constexpr (kWarpShifted) {
     if (threadIdx.x < T && threadIdx.x % 32 == 0) {  // warp w of a row: lanes 32w..32w+31
@@ -100,8 +109,8 @@ __device__ __forceinline__ void register_rows(const Params& p) {
         in.x.get(i, d);
       }
     };
-    centred_sums<P, V>(kKeep ? 0.f : k, load, cols, s1, s2);
-    const float m = unscaled_absmax<K, P, V, kHold>(p, load, cols, c);
+    centred_sums<P, V>(kKeep ? 0.f : k, load, sums_cols, s1, s2);
+    const float m = unscaled_absmax<K, P, V, kHold>(p, load, max_cols, c);
     auto reload = [&](int i, float (&d)[V]) { reload_h<K, V>(p, row_x, row_r, row, cols, i, n, live, d); };
     auto again = [&](int i, float (&d)[V]) { reload(i, d); };  // a far row's second sums (see share_stats)
     Stats st = share_stats<K, P, V, T, R, C, kWarpShifted>(p, k, s1, s2, m, again, cols, sh_stats[ph],
