@@ -48,19 +48,6 @@ template <int T, int P, int V> struct FramedCols {
   }
 };
 
-// The same vectors, every one taken as inside the row: for the passes over values that are
-// zero outside it (x as load_row leaves it; the held per-column vectors, loaded for every
-// vector), where a zero adds nothing to a sum or a maximum, so that no vector needs a branch
-// around it and the compiler may move work across them.
-template <int T, int P, int V> struct EveryVector : FramedCols<T, P, V> {
-  __device__ __forceinline__ bool inside(int) const { return true; }
-};
-template <bool kEvery, int T, int P, int V>
-__device__ __forceinline__ typename Pick<kEvery, EveryVector<T, P, V>, FramedCols<T, P, V>>::type passes_over(
-    const FramedCols<T, P, V>& cols) {
-  return {cols};
-}
-
 // Elements j < lo and j >= hi of vector i set to `bits` (an element's bits in the low bits).
 template <typename T, int P, int V>
 __device__ __forceinline__ void set_outside(Packed<T, P, V>& v, int i, int lo, int hi, uint32_t bits) {
@@ -415,8 +402,9 @@ __device__ __forceinline__ void framed_rows(const Params& p) {
   constexpr bool kPrologue = kAdd || K::kXBias;
   constexpr bool kHold = !K::kLean && Columns<K, P, V>::kWords <= 32;
   constexpr bool kKeep = K::kKeepOutputs;
-  // The sums and the kept centring take every vector unbranched (EveryVector), and so does
-  // RMSNorm's maximum where its columns are held; LayerNorm's rows that do not keep their
+  // The sums and the kept centring take every vector unbranched (EveryVector: x is zero
+  // outside the row as load_row leaves it, and so are the held columns, loaded for every
+  // vector), and so does RMSNorm's maximum where its columns are held; LayerNorm's rows that do not keep their
   // outputs, and LayerNorm's maximum, test each vector: unbranched, ptxas spilled there (fused
   // adds, quant, kept fp16 rows) or the rows ran slower (unfused).
   constexpr bool kEvery = !kLN || kKeep;
@@ -494,7 +482,7 @@ __device__ __forceinline__ void framed_rows(const Params& p) {
     const bool live = row < p.rows;
     const bool more = base + stride < p.rows;
     const FramedCols<T, P, V> cols{lane, n, s};
-    const auto pass = passes_over<kEvery>(cols);
+    const auto pass = every_vector<kEvery>(cols);
     if constexpr (kHold) {
       if (s != held_s) {
 #pragma unroll

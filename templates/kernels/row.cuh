@@ -22,12 +22,16 @@ template <bool kFull, class ColOf>
 __device__ __forceinline__ RowCols<kFull, ColOf> row_cols(const ColOf& col_of, int n) {
   return {col_of, n};
 }
-// The same vectors, every one taken as inside the row where kEvery: for a pass over values
-// that are zero outside it, where a zero adds nothing to a sum or a maximum, so that no
-// vector needs a branch around it and the compiler may share work between such passes.
-template <bool kEvery, bool kFull, class ColOf>
-__device__ __forceinline__ RowCols<kFull || kEvery, ColOf> every_vector(const RowCols<kFull, ColOf>& cols) {
-  return {cols.col_of, cols.n};
+
+// A thread's vectors (RowCols, FramedCols), every one taken as inside the row: for a pass
+// over values that are zero outside it, where a zero adds nothing to a sum or a maximum, so
+// that no vector needs a branch around it and the compiler may share work between passes.
+template <class Cols> struct EveryVector : Cols {
+  __device__ __forceinline__ bool inside(int) const { return true; }
+};
+template <bool kEvery, class Cols>
+__device__ __forceinline__ typename Pick<kEvery, EveryVector<Cols>, Cols>::type every_vector(const Cols& cols) {
+  return {cols};
 }
 
 // A thread's share of one row: x, and with a fused add the residual, as loaded.
