@@ -50,9 +50,10 @@ __device__ __forceinline__ void register_rows(const Params& p) {
     for (int i = 0; i < P; ++i) load_in<K, P, V, K::kRowCache>(in, i, xr, rr, cols(i), live && cols.inside(i));
   };
 
-  // RMSNorm's sums take every vector unbranched, and so does its maximum where the columns
-  // are held: x is zero outside the row (load_row), and so are the held columns.
-  const auto sums_cols = every_vector<!kLN>(cols);
+  // The sums (and the kept centring) take every vector unbranched, and so does RMSNorm's
+  // maximum where the columns are held: x is zero outside the row (load_row), and so are the
+  // held columns; a vector outside is not centred (shift_of), so its zeros add nothing.
+  const auto sums_cols = every_vector<true>(cols);
   const auto max_cols = every_vector<!kLN && kHold>(cols);
   Columns<K, kHold ? P : 1, V> c;
   if constexpr (kHold) {
@@ -101,7 +102,7 @@ __device__ __forceinline__ void register_rows(const Params& p) {
     // the outputs start from: two instructions per element fewer than converting and
     // centring it again for the outputs, in the registers the kept outputs need anyway)
     RegisterFloats<kKeep ? P : 1, V> kept;
-    if constexpr (kKeep) kept.centre(cols, [&](int i, float (&d)[V]) { in.x.get(i, d); }, k);
+    if constexpr (kKeep) kept.centre(sums_cols, [&](int i, float (&d)[V]) { in.x.get(i, d); }, k);
     auto load = [&](int i, float (&d)[V]) {  // vector i of the row (kKeep: centred)
       if constexpr (kKeep) {
         kept.get(i, d);

@@ -33,6 +33,18 @@ template <bool kEvery, class Cols>
 __device__ __forceinline__ typename Pick<kEvery, EveryVector<Cols>, Cols>::type every_vector(const Cols& cols) {
   return {cols};
 }
+// The shift vector i is centred on: none for a vector outside a row of whole vectors that a
+// pass over every vector takes, whose zeros then stay zeros and add nothing. (Framed rows sum
+// only the row's columns, framed_totals: their vectors past the row are centred like the
+// rest, which costs no select; with one, ptxas spilled fp16 rows that keep their outputs.)
+template <class Cols>
+__device__ __forceinline__ float shift_of(const Cols&, int, float shift) {
+  return shift;
+}
+template <bool kFull, class ColOf>
+__device__ __forceinline__ float shift_of(const EveryVector<RowCols<kFull, ColOf>>& cols, int i, float shift) {
+  return cols.RowCols<kFull, ColOf>::inside(i) ? shift : 0.f;
+}
 
 // A thread's share of one row: x, and with a fused add the residual, as loaded.
 template <class K, int P, int V> struct RowIn {
@@ -65,16 +77,18 @@ template <int P, int V> struct RegisterFloats {
 #pragma unroll
     for (int j = 0; j < V; ++j) v[i][j] = d[j];
   }
-  // v[i] = vector_of(i) - shift for the vectors inside the row. (A template, not a generic
-  // lambda: the device's NVRTC takes a generic lambda in device code for a host function.)
+  // v[i] = vector_of(i) - shift for the vectors inside the row (see shift_of for every
+  // vector). (A template, not a generic lambda: the device's NVRTC takes a generic lambda in
+  // device code for a host function.)
   template <class Cols, class Of>
   __device__ __forceinline__ void centre(const Cols& cols, const Of& vector_of, float shift) {
 #pragma unroll
     for (int i = 0; i < P; ++i) {
       if (cols.inside(i)) {
         vector_of(i, v[i]);
+        const float k = shift_of(cols, i, shift);
 #pragma unroll
-        for (int j = 0; j < V; ++j) v[i][j] -= shift;
+        for (int j = 0; j < V; ++j) v[i][j] -= k;
       }
     }
   }

@@ -123,7 +123,8 @@ __device__ __forceinline__ void add_centred(float (&d)[V], float shift, float& s
   s2 += b;
 }
 
-// This thread's sums of (x - shift) and (x - shift)^2; padding vectors stay out. kRolled:
+// This thread's sums of (x - shift) and (x - shift)^2; padding vectors stay out (or, taken
+// by a pass over every vector, add their zeros uncentred: shift_of). kRolled:
 // a loop, not unrolled (for `load` from memory only: a register row indexed at run time
 // would move to local memory).
 template <int P, int V, bool kRolled = false, class Load, class Cols>
@@ -134,8 +135,9 @@ __device__ __forceinline__ void centred_sums(float shift, const Load& load, cons
     if (cols.inside(i)) {
       float d[V];
       load(i, d);
-      if constexpr (Cols::kPartial) cols.fill_outside(i, d, shift);  // columns outside the row add nothing
-      add_centred<V>(d, shift, s1, s2);
+      const float k = shift_of(cols, i, shift);
+      if constexpr (Cols::kPartial) cols.fill_outside(i, d, k);  // columns outside the row add nothing
+      add_centred<V>(d, k, s1, s2);
     }
   };
   if constexpr (kRolled) {
