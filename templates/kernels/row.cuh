@@ -27,23 +27,29 @@ __device__ __forceinline__ RowCols<kFull, ColOf> row_cols(const ColOf& col_of, i
 // over values that are zero outside it, where a zero adds nothing to a sum or a maximum, so
 // that no vector needs a branch around it and the compiler may share work between passes.
 template <class Cols> struct EveryVector : Cols {
+  using Of = Cols;
   __device__ __forceinline__ bool inside(int) const { return true; }
 };
 template <bool kEvery, class Cols>
 __device__ __forceinline__ typename Pick<kEvery, EveryVector<Cols>, Cols>::type every_vector(const Cols& cols) {
   return {cols};
 }
-// The shift vector i is centred on: none for a vector outside a row of whole vectors that a
-// pass over every vector takes, whose zeros then stay zeros and add nothing. (Framed rows sum
-// only the row's columns, framed_totals: their vectors past the row are centred like the
-// rest, which costs no select; with one, ptxas spilled fp16 rows that keep their outputs.)
+
+// Whether a pass over Cols leaves the vectors outside the row uncentred (shift_of): every
+// vector of a row of whole vectors. (Framed rows sum only the row's columns, framed_totals:
+// their vectors past the row are centred like the rest, which costs no select; with one,
+// ptxas spilled fp16 rows that keep their outputs.)
+template <class Cols> constexpr bool kUncentredOutside = false;
+template <class Cols> constexpr bool kUncentredOutside<EveryVector<Cols>> = !Cols::kPartial;
+
+// The shift vector i is centred on where kUncentredOutside<Cols>: none for a vector outside
+// the row, whose zeros then stay zeros and add nothing to the sums. (Callers test the trait
+// themselves: a call for other vectors, though it returned the shift, cost ragged rows a
+// stack frame in their rolled far-row pass.)
 template <class Cols>
-__device__ __forceinline__ float shift_of(const Cols&, int, float shift) {
-  return shift;
-}
-template <bool kFull, class ColOf>
-__device__ __forceinline__ float shift_of(const EveryVector<RowCols<kFull, ColOf>>& cols, int i, float shift) {
-  return cols.RowCols<kFull, ColOf>::inside(i) ? shift : 0.f;
+__device__ __forceinline__ float shift_of(const Cols& cols, int i, float shift) {
+  static_assert(kUncentredOutside<Cols>, "only where the vectors outside hold zeros");
+  return cols.Cols::Of::inside(i) ? shift : 0.f;
 }
 
 // A thread's share of one row: x, and with a fused add the residual, as loaded.
@@ -86,9 +92,14 @@ template <int P, int V> struct RegisterFloats {
     for (int i = 0; i < P; ++i) {
       if (cols.inside(i)) {
         vector_of(i, v[i]);
-        const float k = shift_of(cols, i, shift);
+        if constexpr (kUncentredOutside<Cols>) {
+          const float k = shift_of(cols, i, shift);
 #pragma unroll
-        for (int j = 0; j < V; ++j) v[i][j] -= k;
+          for (int j = 0; j < V; ++j) v[i][j] -= k;
+        } else {
+#pragma unroll
+          for (int j = 0; j < V; ++j) v[i][j] -= shift;
+        }
       }
     }
   }
