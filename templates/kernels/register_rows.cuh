@@ -50,10 +50,13 @@ __device__ __forceinline__ void register_rows(const Params& p) {
     for (int i = 0; i < P; ++i) load_in<K, P, V, K::kRowCache>(in, i, xr, rr, cols(i), live && cols.inside(i));
   };
 
-  // The sums (and the kept centring) take every vector unbranched, and so does RMSNorm's
-  // maximum where the columns are held: x is zero outside the row (load_row), and so are the
-  // held columns; a vector outside is not centred (shift_of), so its zeros add nothing.
-  const auto sums_cols = every_vector<true>(cols);
+  // RMSNorm's sums and LayerNorm's kept rows' (with their centring) take every vector
+  // unbranched, and so does RMSNorm's maximum where the columns are held: x is zero outside
+  // the row (load_row), and so are the held columns there; a vector outside is not centred
+  // (shift_of), so its zeros add nothing. LayerNorm's other rows test each vector: unbranched,
+  // the lean 64-register tiles spilled for sm_100 and sm_120, and they ran no faster on sm_90.
+  constexpr bool kEvery = !kLN || kKeep;
+  const auto sums_cols = every_vector<kEvery>(cols);
   const auto max_cols = every_vector<!kLN && kHold>(cols);
   Columns<K, kHold ? P : 1, V> c;
   if constexpr (kHold) {
@@ -61,7 +64,7 @@ __device__ __forceinline__ void register_rows(const Params& p) {
     for (int i = 0; i < P; ++i) {
       if (cols.inside(i)) {
         c.load(p, i, cols(i));
-      } else {
+      } else if constexpr (kEvery) {
         c.zero(i);
       }
     }
