@@ -404,9 +404,9 @@ __device__ __forceinline__ void framed_rows(const Params& p) {
   constexpr bool kKeep = K::kKeepOutputs;
   // The sums and the kept centring take every vector unbranched (EveryVector: x is zero
   // outside the row as load_row leaves it, and so are the held columns, loaded for every
-  // vector), and so does RMSNorm's maximum where its columns are held; LayerNorm's rows that do not keep their
-  // outputs, and LayerNorm's maximum, test each vector: unbranched, ptxas spilled there (fused
-  // adds, quant, kept fp16 rows) or the rows ran slower (unfused).
+  // vector), and so does RMSNorm's maximum where its columns are held; LayerNorm's rows that
+  // do not keep their outputs, and LayerNorm's maximum, test each vector: unbranched, ptxas
+  // spilled there (fused adds, quant, kept fp16 rows) or the rows ran slower (unfused).
   constexpr bool kEvery = !kLN || kKeep;
   constexpr bool kEveryMax = !kLN && kHold;
   // (rows that keep their outputs load the next row after the stores: ahead, it spilled)
@@ -483,6 +483,7 @@ __device__ __forceinline__ void framed_rows(const Params& p) {
     const bool more = base + stride < p.rows;
     const FramedCols<T, P, V> cols{lane, n, s};
     const auto pass = every_vector<kEvery>(cols);
+    const auto max_pass = every_vector<kEveryMax>(cols);
     if constexpr (kHold) {
       if (s != held_s) {
 #pragma unroll
@@ -600,7 +601,7 @@ __device__ __forceinline__ void framed_rows(const Params& p) {
       float m = 0.f;
 #pragma unroll
       for (int i = 0; i < P; ++i) {
-        if (kEveryMax || cols.inside(i)) {
+        if (max_pass.inside(i)) {
           float out[V];
           outputs_of(i, st, out);
           if constexpr (kLN) {
