@@ -10,6 +10,7 @@ import functools
 from dataclasses import dataclass
 from typing import Optional
 
+from . import tiles
 from .recipe import Recipe, recipe, shared_blocks
 from .spec import KernelSpec
 
@@ -76,6 +77,25 @@ def launch_blocks(built: Recipe, device: Device) -> int:
     if not built.shared_bytes:
         return built.min_blocks_per_sm
     return max(1, min(built.min_blocks_per_sm, shared_blocks(built.shared_bytes, device.shared_per_sm)))
+
+
+def dram_bytes_per_sm_clock(props: dict) -> float:
+    """What DRAM can give each SM in one of its clocks, at peak: twice the memory clock times
+    the bus's bytes, over the SMs times their clock (cudaDeviceProp's fields, kHz and bits); 0
+    where the runtime does not report them."""
+    try:
+        dram = 2 * props["memoryClockRate"] * props["memoryBusWidth"] / 8
+        return dram / (props["multiProcessorCount"] * props["clockRate"])
+    except (KeyError, TypeError, ZeroDivisionError):
+        return 0.0
+
+
+def launch_waves(built: Recipe, props: dict) -> int:
+    """The launch's blocks (clusters) per block the device holds at once: the recipe's for a
+    device whose DRAM is fast for its SMs (tiles.FAST_MEMORY_BYTES_PER_CLOCK), else its waves.
+    The launch alone changes, not a row's bits: a block strides over the rows either way."""
+    fast = dram_bytes_per_sm_clock(props) >= tiles.FAST_MEMORY_BYTES_PER_CLOCK
+    return built.fast_memory_waves if fast else built.waves
 
 
 @functools.cache

@@ -271,6 +271,7 @@ class Recipe:
     # step, those before it take it whole), else per row (ragged.cuh: RaggedCols)
     segment_steps: bool
     waves: int  # the launch's blocks (clusters) per block the device holds at once, where rows suffice
+    fast_memory_waves: int  # ... on a GPU whose DRAM is fast for its SMs (devices.launch_waves)
 
     @property
     def shared_bytes(self) -> int:
@@ -321,6 +322,7 @@ def recipe(spec: KernelSpec) -> Recipe:
         residual_batch=1,
         segment_steps=False,
         waves=_waves(spec, op, tile),
+        fast_memory_waves=_fast_memory_waves(spec, op, tile),
     )
 
 
@@ -359,7 +361,8 @@ def _framed_recipe(spec: KernelSpec, op: Op) -> Recipe:
                    min_blocks_per_sm=tile.min_blocks_per_sm, pack_columns=False,
                    keep_outputs=_framed_keep_outputs(spec, op, tile),
                    row_cache=_row_cache(spec, op, tile), output_step=tile.repeat, column_prefetch=0,
-                   column_registers=0, column_ahead=0, fold_shift=False, waves=_waves(spec, op, tile))
+                   column_registers=0, column_ahead=0, fold_shift=False, waves=_waves(spec, op, tile),
+                   fast_memory_waves=_fast_memory_waves(spec, op, tile))
 
 
 # Framed LayerNorm + dynamic quant keeps its row as floats less the mean, then its outputs
@@ -391,7 +394,8 @@ def _ragged_recipe(spec: KernelSpec, op: Op) -> Recipe:
                   row_cache=Cache.NORMAL, output_step=_ragged_output_step(spec, op, tile), column_prefetch=0,
                   column_registers=0, column_ahead=0, fold_shift=False, row_images=images, image_bytes=image_bytes,
                   residual_batch=_ragged_residual_batch(spec, op, tile),
-                  segment_steps=_ragged_segment_steps(spec, op, tile), waves=_waves(spec, op, tile))
+                  segment_steps=_ragged_segment_steps(spec, op, tile), waves=_waves(spec, op, tile),
+                  fast_memory_waves=_fast_memory_waves(spec, op, tile))
 
 
 # Ragged rows count their steps per warp segment, but per row through a one-row image (fused
@@ -659,6 +663,18 @@ def _waves(spec: KernelSpec, op: Op, tile: Tile) -> int:
         return tiles.CLUSTER_WAVES if tile.cluster > 1 else tiles.WAVES
     quant_bound = _one_pass(spec) and not spec.ragged and op.quant != Quant.NONE and spec.fused_add == FusedAdd.NONE
     return tiles.QUANT_WAVES if quant_bound else tiles.WAVES
+
+
+def _fast_memory_waves(spec: KernelSpec, op: Op, tile: Tile) -> int:
+    """Recipe.waves on a GPU whose DRAM gives an SM tiles.FAST_MEMORY_BYTES_PER_CLOCK or more
+    (an H200): one wave for the unfused 16-bit register rows of tiles.FAST_MEMORY_BUCKETS, which
+    run below DRAM's bound there at tiles.WAVES (docs/policy.md: waves); elsewhere _waves."""
+    register_row = _one_pass(spec) and not (spec.ragged or spec.framed or tile.shared_bytes or tile.cluster > 1)
+    unfused = spec.fused_add == FusedAdd.NONE and op.quant == Quant.NONE and not spec.x_bias
+    vectors = spec.x.itemsize == 2 and tile.vec * spec.x.itemsize == 16
+    if register_row and unfused and vectors and spec.bucket in tiles.FAST_MEMORY_BUCKETS[spec.norm]:
+        return tiles.FAST_MEMORY_WAVES
+    return _waves(spec, op, tile)
 
 
 # Register-held rows keep x in L2 (evict_last) unless quantized; staged rows load past L1,

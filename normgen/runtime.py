@@ -55,7 +55,7 @@ class Kernel:
     rows_per_block: int
     cluster: int  # blocks per row
     smem: int  # dynamic shared memory per block
-    max_groups: int  # Recipe.waves times the blocks (clusters) the device holds, or (tile.resident) exactly
+    max_groups: int  # devices.launch_waves times the blocks (clusters) the device holds, or (tile.resident) exactly
     # the clusters it holds; they stride over the rest
     alike: Optional[Kernel] = None  # the instance's kernel for rows that start alike (Entry.ALIKE), if any
 
@@ -180,7 +180,8 @@ def _load(spec: KernelSpec, source_dir: Path, device: int, entry: Entry, built: 
         per_sm = driver.occupancyMaxActiveBlocksPerMultiprocessor(
             func.ptr, tile.block_threads, shared)
         blocks = max(per_sm, 1) * props["multiProcessorCount"]
-        groups = resident_clusters(func.ptr, tile) if tile.resident else max(blocks // tile.cluster, 1) * built.waves
+        waves = devices.launch_waves(built, props)
+        groups = resident_clusters(func.ptr, tile) if tile.resident else max(blocks // tile.cluster, 1) * waves
         if spec.framed and groups > tile.vec:
             # a multiple of vec blocks: each block's rows of a dense batch then start at one
             # element of their 16 bytes, and it realigns its held columns once (framed_rows.cuh)

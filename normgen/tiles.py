@@ -25,7 +25,7 @@ import enum
 from dataclasses import dataclass
 from typing import Optional
 
-from .types import DType
+from .types import DType, Norm
 
 
 class Store(enum.Enum):
@@ -248,6 +248,18 @@ RESIDENT_MIN_CLUSTER = 8
 WAVES = 16
 CLUSTER_WAVES = 4
 QUANT_WAVES = 4
+
+# A GPU whose DRAM gives each SM at least FAST_MEMORY_BYTES_PER_CLOCK bytes an SM clock (an
+# H200: 18.4; an H100 SXM: 12.8; devices.dram_bytes_per_sm_clock) launches these buckets'
+# unfused 16-bit register rows (16-byte vectors, aligned) in FAST_MEMORY_WAVES waves instead:
+# there they run below DRAM's bound at WAVES, each block's start unhidden, where an H100 runs
+# them near it (recipe._fast_memory_waves; docs/policy.md, waves).
+FAST_MEMORY_BYTES_PER_CLOCK = 18.0
+FAST_MEMORY_WAVES = 1
+FAST_MEMORY_BUCKETS: dict[Norm, tuple[int, ...]] = {
+    Norm.LAYERNORM: (2048, 4096, 8192, 16384),
+    Norm.RMSNORM: (8192, 16384),
+}
 
 # Two-pass: one row per block, streamed in chunks of threads * vec * repeat elements.
 TWO_PASS_THREADS = 512

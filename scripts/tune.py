@@ -9,7 +9,8 @@ length (default: the instance's bucket), over M rows (default 2^27 / N). Each --
 variant: FIELD is a field of normgen.recipe.Recipe or tile.FIELD (integers, true / false,
 enum names), or max_groups, the launch's grid cap in row groups. Nothing is derived
 from an override (set tile.repeat with tile.threads_per_row; min_blocks_per_sm with
-tile.registers) but the kernels a file holds, which follow whole_row_kernel. Each variant is
+tile.registers) but the kernels a file holds, which follow whole_row_kernel, and
+fast_memory_waves, which follows waves where it is not set itself. Each variant is
 rendered into a scratch folder, loaded by normgen.runtime.load and launched through
 normgen.dispatch.plan_with on the same inputs. One line per variant, the committed recipe
 first: its overrides, microseconds per call (normgen.bench.time_events) and its bandwidth as
@@ -99,6 +100,8 @@ def overridden(spec: KernelSpec, variant: dict[str, str]) -> Recipe:
                 sub, **{inner: _value(getattr(sub, inner), text, path)})})
         else:
             built = dataclasses.replace(built, **{outer: _value(getattr(built, outer), text, path)})
+    if "waves" in variant and "fast_memory_waves" not in variant:  # the launch on every device
+        built = dataclasses.replace(built, fast_memory_waves=built.waves)
     if built.whole_row_kernel != base.whole_row_kernel:  # the file's kernels follow it
         full = ((spec.name + "_full", Entry.WHOLE),) if built.whole_row_kernel else ()
         built = dataclasses.replace(built, kernels=((spec.symbol, Entry.ANY),) + full)

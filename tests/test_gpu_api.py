@@ -188,6 +188,47 @@ def test_quantized_register_rows_stride_over_the_rows(norm, n, quant, seed):
         assert cupy.array_equal(alone.scale[0], out.scale[row]), (what, row)
 
 
+@pytest.mark.parametrize("norm, n", [("layernorm", 8192), ("rmsnorm", 16384)])
+def test_register_rows_launch_the_waves_of_their_device_and_stride_over_the_rows(norm, n, seed):
+    """Unfused 16-bit register rows of tiles.FAST_MEMORY_BUCKETS launch one wave where DRAM is
+    fast for the SMs (an H200), tiles.WAVES elsewhere (devices.launch_waves): the kernel's grid
+    is that many times the blocks an SM holds on every SM, and with a batch of twice as many
+    rows as the grid's row slots and more, each slot takes two or three rows: every row matches
+    the reference, and a row alone gives the same bits as in the batch."""
+    import cupy
+    from cupy.cuda import driver
+
+    from normgen import devices, tiles
+
+    call = normgen.layernorm if norm == "layernorm" else normgen.rmsnorm
+    probe = expected(Case(DType.BF16, DType.BF16, n, 1, "normal", 0, seed)).xgb
+    columns = probe[1:] if norm == "layernorm" else probe[1:2]
+    dispatch._kernels.clear()
+    call(probe[0], *columns)
+    (kernel,) = dispatch._kernels.values()
+    r = recipe(kernel.spec)
+    assert (r.waves, r.fast_memory_waves) == (tiles.WAVES, tiles.FAST_MEMORY_WAVES), kernel.spec.name
+    props = cupy.cuda.runtime.getDeviceProperties(cupy.cuda.runtime.getDevice())
+    per_sm = driver.occupancyMaxActiveBlocksPerMultiprocessor(kernel.func, kernel.block, kernel.smem)
+    waves = devices.launch_waves(r, props)
+    name = props["name"].decode() if isinstance(props["name"], bytes) else props["name"]
+    measured = {"H200": tiles.FAST_MEMORY_WAVES, "H100": tiles.WAVES}  # the GPUs the rule was measured on
+    assert waves == next((w for gpu, w in measured.items() if gpu in name), waves), (name, waves)
+    assert kernel.max_groups == per_sm * props["multiProcessorCount"] * waves, (kernel.max_groups, per_sm, waves)
+    slots = kernel.max_groups * kernel.rows_per_block
+    m = 2 * slots + 7  # every slot takes two or three rows
+    x, g, b = expected(Case(DType.BF16, DType.BF16, n, m, "normal", 0, seed)).xgb
+    columns = (g, b) if norm == "layernorm" else (g,)
+    y = call(x, *columns)
+    host_columns = [cupy.asnumpy(v) for v in columns]
+    for row in (0, slots, 2 * slots, m - 1):  # a slot's first, second and third rows, the last
+        what = f"{norm} N={n} rows={m} slots={slots} waves={waves}, row {row}"
+        want = getattr(reference, norm)(cupy.asnumpy(x[row : row + 1]), *host_columns,
+                                        1e-5 if norm == "layernorm" else 1e-6)
+        assert_close(y[row : row + 1], cupy.asarray(want), DType.BF16, what)
+        assert_bits_equal(call(x[row : row + 1], *columns), y[row : row + 1], what)
+
+
 def test_rows_of_the_bucket_length_run_the_whole_row_kernel(seed):
     """A staged one-pass instance has a kernel built for rows of exactly its bucket's length
     and one for any shorter row; each serves its own N, and both match the reference."""

@@ -186,6 +186,37 @@ def test_quantized_register_rows_without_a_fused_add_launch_fewer_waves():
     assert tiles.QUANT_WAVES < tiles.WAVES
 
 
+def test_unfused_16_bit_register_rows_of_the_fast_memory_buckets_launch_one_wave_on_such_a_gpu():
+    one = ("layernorm_fwd_bf16_nb8192_1p_v8", "layernorm_fwd_fp16_nb16384_1p_v8_mv", "layernorm_fwd_bf16_nb2048_1p_v8",
+           "layernorm_fwd_bf16_wfp32_nb4096_1p_v8", "rmsnorm_fwd_bf16_nb16384_1p_v8", "rmsnorm_fwd_fp16_nb8192_1p_v8")
+    for name in one:
+        r = recipe(parse_name(name))
+        assert (r.fast_memory_waves, r.waves) == (tiles.FAST_MEMORY_WAVES, tiles.WAVES), name
+    # elsewhere a fast-memory GPU launches what any other does: fused adds, quants, fp32 rows,
+    # other buckets, narrow vectors, framed, ragged, staged and two-pass rows
+    for name in ("layernorm_fwd_bf16_add1_nb8192_1p_v8", "rmsnorm_fwd_bf16_dqfp8_syfp32_nb16384_1p_v8",
+                 "layernorm_fwd_fp32_nb2048_1p_v4", "layernorm_fwd_bf16_nb1024_1p_v8", "rmsnorm_fwd_bf16_nb4096_1p_v8",
+                 "rmsnorm_fwd_bf16_nb10240_1p_v8", "layernorm_fwd_bf16_nb16384_1p_v1", "rmsnorm_fwd_bf16_nb5120_1p_f8",
+                 "layernorm_fwd_bf16_nb4096_1p_r8", "layernorm_fwd_bf16_nb32768_1p_v8", "layernorm_fwd_bf16_2p_v8"):
+        r = recipe(parse_name(name))
+        assert r.fast_memory_waves == r.waves, name
+
+
+@pytest.mark.parametrize("gpu, props, fast", [
+    ("H100 SXM", {"memoryClockRate": 2619000, "memoryBusWidth": 5120, "multiProcessorCount": 132,
+                  "clockRate": 1980000}, False),
+    ("H200", {"memoryClockRate": 3201000, "memoryBusWidth": 6016, "multiProcessorCount": 132,
+              "clockRate": 1980000}, True),
+    ("a runtime without the memory's fields", {"multiProcessorCount": 132, "clockRate": 1980000}, False),
+])
+def test_a_launch_takes_the_fast_memory_waves_where_dram_is_fast_for_the_sms(gpu, props, fast):
+    built = recipe(parse_name("layernorm_fwd_bf16_nb8192_1p_v8"))
+    bytes_a_clock = devices.dram_bytes_per_sm_clock(props)
+    assert (bytes_a_clock >= tiles.FAST_MEMORY_BYTES_PER_CLOCK) == fast, (gpu, bytes_a_clock)
+    assert devices.launch_waves(built, props) == (built.fast_memory_waves if fast else built.waves), gpu
+    assert devices.launch_waves(built, props) == (tiles.FAST_MEMORY_WAVES if fast else tiles.WAVES), gpu
+
+
 def test_ragged_rows_in_registers_load_through_a_row_image_where_it_fits():
     # 16-bit rows of the 8192 bucket: an image of two rows (at most 40 KB)
     for name in ("layernorm_fwd_bf16_nb8192_1p_r8", "rmsnorm_fwd_bf16_nb8192_1p_r8",
