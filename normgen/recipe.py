@@ -666,9 +666,10 @@ def _waves(spec: KernelSpec, op: Op, tile: Tile) -> int:
 
 
 def _fast_memory_waves(spec: KernelSpec, op: Op, tile: Tile) -> int:
-    """Recipe.waves on a GPU whose DRAM gives an SM tiles.FAST_MEMORY_BYTES_PER_CLOCK or more
-    (an H200): one wave for the unfused 16-bit register rows of tiles.FAST_MEMORY_BUCKETS, which
-    run below DRAM's bound there at tiles.WAVES (docs/policy.md: waves); elsewhere _waves."""
+    """The launch's waves, in place of _waves', on a GPU whose DRAM gives an SM
+    tiles.FAST_MEMORY_BYTES_PER_CLOCK or more (an H200): one for the unfused 16-bit register
+    rows of tiles.FAST_MEMORY_BUCKETS, which run below DRAM's bound there at tiles.WAVES
+    (docs/policy.md: waves); _waves' for the others."""
     register_row = _one_pass(spec) and not (spec.ragged or spec.framed or tile.shared_bytes or tile.cluster > 1)
     unfused = spec.fused_add == FusedAdd.NONE and op.quant == Quant.NONE and not spec.x_bias
     vectors = spec.x.itemsize == 2 and tile.vec * spec.x.itemsize == 16
