@@ -92,14 +92,10 @@ template <int P, int V> struct RegisterFloats {
     for (int i = 0; i < P; ++i) {
       if (cols.inside(i)) {
         vector_of(i, v[i]);
-        if constexpr (kUncentredOutside<Cols>) {
-          const float k = shift_of(cols, i, shift);
+        float k = shift;
+        if constexpr (kUncentredOutside<Cols>) k = shift_of(cols, i, shift);
 #pragma unroll
-          for (int j = 0; j < V; ++j) v[i][j] -= k;
-        } else {
-#pragma unroll
-          for (int j = 0; j < V; ++j) v[i][j] -= shift;
-        }
+        for (int j = 0; j < V; ++j) v[i][j] -= k;
       }
     }
   }

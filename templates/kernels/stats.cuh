@@ -135,13 +135,10 @@ __device__ __forceinline__ void centred_sums(float shift, const Load& load, cons
     if (cols.inside(i)) {
       float d[V];
       load(i, d);
-      if constexpr (kUncentredOutside<Cols>) {
-        const float k = shift_of(cols, i, shift);
-        add_centred<V>(d, k, s1, s2);
-      } else {
-        if constexpr (Cols::kPartial) cols.fill_outside(i, d, shift);  // columns outside the row add nothing
-        add_centred<V>(d, shift, s1, s2);
-      }
+      float k = shift;
+      if constexpr (kUncentredOutside<Cols>) k = shift_of(cols, i, shift);
+      else if constexpr (Cols::kPartial) cols.fill_outside(i, d, shift);  // columns outside the row add nothing
+      add_centred<V>(d, k, s1, s2);
     }
   };
   if constexpr (kRolled) {
