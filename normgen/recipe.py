@@ -521,10 +521,14 @@ def framed_serves(spec: KernelSpec) -> bool:
     """Whether framed rows serve the rows of spec's bucket that are not 16-byte aligned, ahead
     of ragged rows and narrower vectors: the buckets of tiles.FRAMED_BUCKETS, where they
     measured faster than both (docs/policy.md: framed rows)."""
-    op = _op(spec)
-    kind = ("rmsnorm" if op.rmsnorm else "layernorm") + (
-        "+quant" if op.quant != Quant.NONE else "+prologue" if op.prologue else "")
+    kind = _framed_kind(_op(spec))
     return spec.bucket in tiles.FRAMED_BUCKETS.get(spec.x.itemsize, {}).get(kind, frozenset())
+
+
+def _framed_kind(op: Op) -> str:
+    """The operation's key in tiles.FRAMED_BUCKETS and FAST_MEMORY_FRAMED_BUCKETS."""
+    return ("rmsnorm" if op.rmsnorm else "layernorm") + (
+        "+quant" if op.quant != Quant.NONE else "+prologue" if op.prologue else "")
 
 
 def ragged_first(call: KernelSpec, bucket: int) -> bool:
@@ -668,12 +672,16 @@ def _waves(spec: KernelSpec, op: Op, tile: Tile) -> int:
 def _fast_memory_waves(spec: KernelSpec, op: Op, tile: Tile) -> int:
     """The launch's waves, in place of _waves', on a GPU whose DRAM gives an SM
     tiles.FAST_MEMORY_BYTES_PER_CLOCK or more (an H200): one for the unfused 16-bit register
-    rows of tiles.FAST_MEMORY_BUCKETS, which run below DRAM's bound there at tiles.WAVES
-    (docs/policy.md: waves); _waves' for the others."""
+    rows of tiles.FAST_MEMORY_BUCKETS, which run below DRAM's bound there at tiles.WAVES, and
+    for the framed rows of tiles.FAST_MEMORY_FRAMED_BUCKETS (docs/policy.md: waves); _waves'
+    for the others."""
     register_row = _one_pass(spec) and not (spec.ragged or spec.framed or tile.shared_bytes or tile.cluster > 1)
     unfused = spec.fused_add == FusedAdd.NONE and op.quant == Quant.NONE and not spec.x_bias
     vectors = spec.x.itemsize == 2 and tile.vec * spec.x.itemsize == 16
     if register_row and unfused and vectors and spec.bucket in tiles.FAST_MEMORY_BUCKETS[spec.norm]:
+        return tiles.FAST_MEMORY_WAVES
+    framed = tiles.FAST_MEMORY_FRAMED_BUCKETS.get(spec.x.itemsize, {}).get(_framed_kind(op), frozenset())
+    if spec.framed and spec.bucket in framed:
         return tiles.FAST_MEMORY_WAVES
     return _waves(spec, op, tile)
 

@@ -202,6 +202,20 @@ def test_unfused_16_bit_register_rows_of_the_fast_memory_buckets_launch_one_wave
         assert r.fast_memory_waves == r.waves, name
 
 
+def test_framed_rows_of_the_fast_memory_framed_buckets_launch_one_wave_on_such_a_gpu():
+    for name in ("rmsnorm_fwd_bf16_nb10240_1p_f8", "rmsnorm_fwd_fp16_nb10240_1p_f8", "layernorm_fwd_bf16_add1_nb5120_1p_f8",
+                 "layernorm_fwd_fp16_add1_nb2048_1p_f8", "rmsnorm_fwd_bf16_add1_nb5120_1p_f8"):
+        r = recipe(parse_name(name))
+        assert (r.fast_memory_waves, r.waves) == (tiles.FAST_MEMORY_WAVES, tiles.WAVES), name
+    # other framed buckets and operations keep their waves: RMSNorm 1024-5120, add + RMSNorm
+    # of 10240, LayerNorm, the quants (four waves)
+    for name in ("rmsnorm_fwd_bf16_nb1024_1p_f8", "rmsnorm_fwd_bf16_nb4096_1p_f8", "rmsnorm_fwd_bf16_nb5120_1p_f8",
+                 "rmsnorm_fwd_bf16_add1_nb10240_1p_f8", "layernorm_fwd_bf16_nb10240_1p_f8",
+                 "layernorm_fwd_bf16_add1_nb10240_1p_f8", "rmsnorm_fwd_bf16_dqfp8_syfp32_nb5120_1p_f8"):
+        r = recipe(parse_name(name))
+        assert r.fast_memory_waves == r.waves, name
+
+
 @pytest.mark.parametrize("gpu, props, fast", [
     ("H100 SXM", {"memoryClockRate": 2619000, "memoryBusWidth": 5120, "multiProcessorCount": 132,
                   "clockRate": 1980000}, False),
