@@ -216,6 +216,13 @@ def test_framed_rows_of_the_fast_memory_framed_buckets_launch_one_wave_on_such_a
         assert r.fast_memory_waves == r.waves, name
 
 
+def test_every_fast_memory_framed_bucket_is_one_framed_rows_serve():
+    # a bucket framed rows do not serve would name no instance: the rule would be dead
+    for size, kinds in tiles.FAST_MEMORY_FRAMED_BUCKETS.items():
+        for kind, buckets in kinds.items():
+            assert buckets <= tiles.FRAMED_BUCKETS[size][kind], (size, kind)
+
+
 @pytest.mark.parametrize("gpu, props, fast", [
     ("H100 SXM", {"memoryClockRate": 2619000, "memoryBusWidth": 5120, "multiProcessorCount": 132,
                   "clockRate": 1980000}, False),
