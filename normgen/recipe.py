@@ -521,14 +521,17 @@ def framed_serves(spec: KernelSpec) -> bool:
     """Whether framed rows serve the rows of spec's bucket that are not 16-byte aligned, ahead
     of ragged rows and narrower vectors: the buckets of tiles.FRAMED_BUCKETS, where they
     measured faster than both (docs/policy.md: framed rows)."""
-    kind = _framed_kind(_op(spec))
-    return spec.bucket in tiles.FRAMED_BUCKETS.get(spec.x.itemsize, {}).get(kind, frozenset())
+    return _listed(tiles.FRAMED_BUCKETS, spec, _op(spec))
 
 
-def _framed_kind(op: Op) -> str:
-    """The operation's key in tiles.FRAMED_BUCKETS and FAST_MEMORY_FRAMED_BUCKETS."""
-    return ("rmsnorm" if op.rmsnorm else "layernorm") + (
+def _listed(table: dict, spec: KernelSpec, op: Op) -> bool:
+    """Whether a bucket table keyed by x's element size and then the operation's kind
+    (tiles.FRAMED_BUCKETS, FAST_MEMORY_BUCKETS, FAST_MEMORY_FRAMED_BUCKETS) lists spec's
+    bucket: the kind is the norm, with "+quant" for a quant, else "+prologue" for a fused add
+    or x-bias."""
+    kind = ("rmsnorm" if op.rmsnorm else "layernorm") + (
         "+quant" if op.quant != Quant.NONE else "+prologue" if op.prologue else "")
+    return spec.bucket in table.get(spec.x.itemsize, {}).get(kind, frozenset())
 
 
 def ragged_first(call: KernelSpec, bucket: int) -> bool:
@@ -671,19 +674,16 @@ def _waves(spec: KernelSpec, op: Op, tile: Tile) -> int:
 
 def _fast_memory_waves(spec: KernelSpec, op: Op, tile: Tile) -> int:
     """The launch's waves, in place of _waves', on a GPU whose DRAM gives an SM
-    tiles.FAST_MEMORY_BYTES_PER_CLOCK or more (an H200): one for the unfused 16-bit register
-    rows of tiles.FAST_MEMORY_BUCKETS, which run below DRAM's bound there at tiles.WAVES, and
-    for the framed rows of tiles.FAST_MEMORY_FRAMED_BUCKETS (docs/policy.md: waves); _waves'
-    for the others."""
-    register_row = _one_pass(spec) and not (spec.ragged or spec.framed or tile.shared_bytes or tile.cluster > 1)
-    unfused = spec.fused_add == FusedAdd.NONE and op.quant == Quant.NONE and not spec.x_bias
-    vectors = spec.x.itemsize == 2 and tile.vec * spec.x.itemsize == 16
-    if register_row and unfused and vectors and spec.bucket in tiles.FAST_MEMORY_BUCKETS[spec.norm]:
-        return tiles.FAST_MEMORY_WAVES
-    framed = tiles.FAST_MEMORY_FRAMED_BUCKETS.get(spec.x.itemsize, {}).get(_framed_kind(op), frozenset())
-    if spec.framed and spec.bucket in framed:
-        return tiles.FAST_MEMORY_WAVES
-    return _waves(spec, op, tile)
+    tiles.FAST_MEMORY_BYTES_PER_CLOCK or more (an H200): one for the aligned register rows
+    (16-byte vectors) of tiles.FAST_MEMORY_BUCKETS and the framed rows of
+    FAST_MEMORY_FRAMED_BUCKETS, which run below DRAM's bound there at tiles.WAVES
+    (docs/policy.md: waves); _waves' for the others."""
+    if spec.framed:
+        fast = _listed(tiles.FAST_MEMORY_FRAMED_BUCKETS, spec, op)
+    else:
+        register_row = _one_pass(spec) and not (spec.ragged or tile.shared_bytes or tile.cluster > 1)
+        fast = register_row and tile.vec * spec.x.itemsize == 16 and _listed(tiles.FAST_MEMORY_BUCKETS, spec, op)
+    return tiles.FAST_MEMORY_WAVES if fast else _waves(spec, op, tile)
 
 
 # Register-held rows keep x in L2 (evict_last) unless quantized; staged rows load past L1,

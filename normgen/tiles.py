@@ -25,7 +25,7 @@ import enum
 from dataclasses import dataclass
 from typing import Optional
 
-from .types import DType, Norm
+from .types import DType
 
 
 class Store(enum.Enum):
@@ -251,17 +251,17 @@ QUANT_WAVES = 4
 
 # A GPU whose DRAM gives each SM at least FAST_MEMORY_BYTES_PER_CLOCK bytes an SM clock (an
 # H200: 18.4; an H100 SXM: 12.8; devices.dram_bytes_per_sm_clock) launches these buckets'
-# unfused 16-bit register rows (16-byte vectors, aligned) in FAST_MEMORY_WAVES waves instead:
-# there they run below DRAM's bound at WAVES, each block's start unhidden, where an H100 runs
-# them near it (recipe._fast_memory_waves; docs/policy.md, waves).
+# aligned register rows (16-byte vectors), by x's element size and the operation as
+# FRAMED_BUCKETS keys it, in FAST_MEMORY_WAVES waves instead: there they run below DRAM's
+# bound at WAVES, each block's start unhidden, where an H100 runs them near it
+# (recipe._fast_memory_waves; docs/policy.md, waves).
 FAST_MEMORY_BYTES_PER_CLOCK = 18.0
 FAST_MEMORY_WAVES = 1
-FAST_MEMORY_BUCKETS: dict[Norm, tuple[int, ...]] = {
-    Norm.LAYERNORM: (2048, 4096, 8192, 16384),
-    Norm.RMSNORM: (8192, 16384),
+FAST_MEMORY_BUCKETS: dict[int, dict[str, frozenset[int]]] = {
+    2: {"layernorm": frozenset({2048, 4096, 8192, 16384}), "rmsnorm": frozenset({8192, 16384})},
 }
-# Framed rows (recipe.framed_serves) of these buckets, by x's element size and FRAMED_BUCKETS'
-# operation, take FAST_MEMORY_WAVES on such a GPU too: on an H200 one wave took RMSNorm 9001
+# Framed rows (recipe.framed_serves) of these buckets, keyed alike, take FAST_MEMORY_WAVES on
+# such a GPU too: on an H200 one wave took RMSNorm 9001
 # 0.749 -> 0.831, add + LayerNorm 2003 0.562 -> 0.595 and 5003 0.541 -> 0.581, add + RMSNorm
 # 5003 0.854 -> 0.866 (docs/policy.md, waves).
 FAST_MEMORY_FRAMED_BUCKETS: dict[int, dict[str, frozenset[int]]] = {
