@@ -26,7 +26,7 @@ struct Traits {
   static constexpr bool kLean = false;
   static constexpr bool kRagged = false;
   static constexpr bool kFramed = false;
-  static constexpr bool kPackColumns = true;
+  static constexpr bool kPackColumns = false;
   static constexpr bool kKeepOutputs = true;
   static constexpr normgen::Cache kRowCache = normgen::Cache::NORMAL;
   static constexpr int kOutputStep = 4;
@@ -37,10 +37,19 @@ struct Traits {
   static constexpr int kRowImages = 0;
   static constexpr int kResidualBatch = 1;
   static constexpr bool kSegmentSteps = false;
+  static constexpr bool kFloatColumns = true;
 };
 }  // namespace
 
-extern "C" __global__ void __launch_bounds__(128, 4)
+// __launch_bounds__' residency target: fewer blocks where an SM's shared memory holds fewer
+// (devices.launch_blocks)
+#if __CUDA_ARCH__ == 860 || __CUDA_ARCH__ == 890 || __CUDA_ARCH__ == 1200
+#define NORMGEN_MIN_BLOCKS 3
+#else
+#define NORMGEN_MIN_BLOCKS 4
+#endif
+
+extern "C" __global__ void __launch_bounds__(128, NORMGEN_MIN_BLOCKS)
 layernorm_fwd_fp16_dqint8_syfp32_nb2048_1p_v8(const normgen::Params p) {
   normgen::norm_fwd<Traits, normgen::Entry::ANY>(p);
 }

@@ -272,12 +272,15 @@ class Recipe:
     segment_steps: bool
     waves: int  # the launch's blocks (clusters) per block the device holds at once, where rows suffice
     fast_memory_waves: int  # ... on a GPU whose DRAM is fast for its SMs (devices.launch_waves)
+    # register rows' held gamma and beta as floats in dynamic shared memory (kernels/columns.cuh:
+    # FloatColumns), its bytes a block (0: the packed vectors in registers serve the outputs)
+    column_bytes: int = 0
 
     @property
     def shared_bytes(self) -> int:
         """The dynamic shared memory a block is launched with: its stage, its streamed
-        rows', or its row images."""
-        return self.tile.shared_bytes or self.image_bytes
+        rows', its row images, or its float columns."""
+        return self.tile.shared_bytes or self.image_bytes or self.column_bytes
 
     def symbol(self, entry: Entry) -> Optional[str]:
         """The symbol of the kernel for `entry`'s rows; None where the file has none."""
@@ -301,6 +304,7 @@ def recipe(spec: KernelSpec) -> Recipe:
     keep = _keep_outputs(spec, op, tile)
     step = _output_step(spec, op, tile, keep)
     blocks = _min_blocks_per_sm(spec, op, tile)
+    column_bytes = _column_bytes(spec, op, tile)
     fold = _fold_shift(spec, op, tile, keep)
     whole = _whole_row_kernel(spec, tile)
     return Recipe(
@@ -309,7 +313,7 @@ def recipe(spec: KernelSpec) -> Recipe:
         whole_row_kernel=whole,
         kernels=((spec.symbol, Entry.ANY),) + (((spec.name + "_full", Entry.WHOLE),) if whole else ()),
         min_blocks_per_sm=blocks,
-        pack_columns=_pack_columns(spec, op, tile, keep),
+        pack_columns=_pack_columns(spec, op, tile, keep) and not column_bytes,
         keep_outputs=keep,
         row_cache=_row_cache(spec, op, tile),
         output_step=step,
@@ -323,6 +327,7 @@ def recipe(spec: KernelSpec) -> Recipe:
         segment_steps=False,
         waves=_waves(spec, op, tile),
         fast_memory_waves=_fast_memory_waves(spec, op, tile),
+        column_bytes=column_bytes,
     )
 
 
@@ -362,7 +367,7 @@ def _framed_recipe(spec: KernelSpec, op: Op) -> Recipe:
                    keep_outputs=_framed_keep_outputs(spec, op, tile),
                    row_cache=_row_cache(spec, op, tile), output_step=tile.repeat, column_prefetch=0,
                    column_registers=0, column_ahead=0, fold_shift=False, waves=_waves(spec, op, tile),
-                   fast_memory_waves=_fast_memory_waves(spec, op, tile))
+                   fast_memory_waves=_fast_memory_waves(spec, op, tile), column_bytes=0)
 
 
 # Framed LayerNorm + dynamic quant keeps its row as floats less the mean, then its outputs
@@ -526,9 +531,9 @@ def framed_serves(spec: KernelSpec) -> bool:
 
 def _listed(table: dict, spec: KernelSpec, op: Op) -> bool:
     """Whether a bucket table keyed by x's element size and then the operation's kind
-    (tiles.FRAMED_BUCKETS, FAST_MEMORY_BUCKETS, FAST_MEMORY_FRAMED_BUCKETS) lists spec's
-    bucket: the kind is the norm, with "+quant" for a quant, else "+prologue" for a fused add
-    or x-bias."""
+    (tiles.FRAMED_BUCKETS, FAST_MEMORY_BUCKETS, FAST_MEMORY_FRAMED_BUCKETS,
+    FLOAT_COLUMN_BUCKETS) lists spec's bucket: the kind is the norm, with "+quant" for a
+    quant, else "+prologue" for a fused add or x-bias."""
     kind = ("rmsnorm" if op.rmsnorm else "layernorm") + (
         "+quant" if op.quant != Quant.NONE else "+prologue" if op.prologue else "")
     return spec.bucket in table.get(spec.x.itemsize, {}).get(kind, frozenset())
@@ -594,6 +599,22 @@ def _pack_columns(spec: KernelSpec, op: Op, tile: Tile, keep: bool) -> bool:
     if not _one_pass(spec):
         return False
     return pack_columns(tile, sum(d.itemsize == 2 for d in _column_dtypes(spec)), op.fused, keep)
+
+
+def _column_bytes(spec: KernelSpec, op: Op, tile: Tile) -> int:
+    """The dynamic shared memory of a register row's float columns (kernels/columns.cuh:
+    FloatColumns), 0 for none: register rows of one block and 16-byte vectors, without a
+    prologue, that hold their 16-bit gamma and beta (register_rows.cuh's kHold: 32 words of
+    them at most) and no other per-column vector, in the buckets of
+    tiles.FLOAT_COLUMN_BUCKETS (docs/policy.md: float columns)."""
+    register_row = _one_pass(spec) and not (spec.ragged or spec.framed or tile.shared_bytes or tile.stream_bytes
+                                            or tile.cluster > 1)
+    dtypes = _column_dtypes(spec)
+    held = not tile.lean and tile.repeat * tile.vec * sum(d.itemsize for d in dtypes) <= 128
+    only_weights = not (op.prologue or spec.smooth) and spec.w.itemsize == 2 and tile.vec * spec.x.itemsize == 16
+    if not (register_row and held and only_weights and _listed(tiles.FLOAT_COLUMN_BUCKETS, spec, op)):
+        return 0
+    return tile.block_threads * tile.repeat * tile.vec * len(dtypes) * 4
 
 
 def _column_dtypes(spec: KernelSpec) -> list[DType]:

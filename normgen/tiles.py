@@ -272,6 +272,15 @@ FAST_MEMORY_FRAMED_BUCKETS: dict[int, dict[str, frozenset[int]]] = {
     },
 }
 
+# The buckets whose held 16-bit gamma and beta are converted once a block into shared memory as
+# floats (recipe.column_bytes; kernels/columns.cuh: FloatColumns), by x's element size and
+# the operation (recipe._listed): quantized register rows without a prologue or smooth
+# scale, which an H200 runs bound by their instructions (docs/policy.md: float columns).
+# LayerNorm + quant of 1024 gained most (0.880 -> 0.926) but spills 64 bytes for sm_100.
+FLOAT_COLUMN_BUCKETS: dict[int, dict[str, frozenset[int]]] = {
+    2: {"layernorm+quant": frozenset({2048, 4096}), "rmsnorm+quant": frozenset({8192})},
+}
+
 # Two-pass: one row per block, streamed in chunks of threads * vec * repeat elements.
 TWO_PASS_THREADS = 512
 TWO_PASS_UNROLL = 2

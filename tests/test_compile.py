@@ -32,13 +32,16 @@ def test_instance_compiles_without_spills(spec):
 
 def pipeline_of(spec) -> str:
     """The pipeline an instance's kernel runs: two-pass, framed, streamed, cluster, staged or
-    registers."""
-    t = recipe(spec).tile
+    registers (with their columns as floats in shared memory, or not)."""
+    r = recipe(spec)
+    t = r.tile
     if spec.bucket is None:
         return "two_pass"
     if spec.framed:
         return "framed"
-    return "streamed" if t.stream_bytes else "cluster" if t.cluster > 1 else "staged" if t.stage_bytes else "registers"
+    if t.stream_bytes or t.cluster > 1 or t.stage_bytes:
+        return "streamed" if t.stream_bytes else "cluster" if t.cluster > 1 else "staged"
+    return "registers, float columns" if r.column_bytes else "registers"
 
 
 def representatives(arch: int) -> list:

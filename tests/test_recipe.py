@@ -68,6 +68,7 @@ def test_the_rendered_traits_are_the_recipe():
             "kColumnAhead": str(r.column_ahead), "kFoldShift": _lower(r.fold_shift), "kRagged": _lower(spec.ragged),
             "kFramed": _lower(spec.framed), "kRowImages": str(r.row_images),
             "kResidualBatch": str(r.residual_batch), "kSegmentSteps": _lower(r.segment_steps),
+            "kFloatColumns": _lower(r.column_bytes),
         }, spec.name
         kernels = [(symbol, Entry[entry]) for symbol, entry in _KERNEL.findall(text)]
         assert kernels == list(r.kernels) and kernels[0] == (spec.symbol, Entry.ANY), spec.name
@@ -200,6 +201,26 @@ def test_unfused_16_bit_register_rows_of_the_fast_memory_buckets_launch_one_wave
                  "layernorm_fwd_bf16_nb4096_1p_r8", "layernorm_fwd_bf16_nb32768_1p_v8", "layernorm_fwd_bf16_2p_v8"):
         r = recipe(parse_name(name))
         assert r.fast_memory_waves == r.waves, name
+
+
+def test_quantized_register_rows_of_the_float_column_buckets_read_float_columns_from_shared_memory():
+    for name in ("layernorm_fwd_bf16_dqint8_syfp32_nb4096_1p_v8", "layernorm_fwd_fp16_dqfp8_syfp32_nb2048_1p_v8",
+                 "layernorm_fwd_bf16_dqint8_syfp32_nb4096_1p_v8_mv", "rmsnorm_fwd_bf16_dqfp8_syfp32_nb8192_1p_v8",
+                 "rmsnorm_fwd_fp16_sqint8_nb8192_1p_v8"):
+        r = recipe(parse_name(name))
+        t = r.tile
+        floats = (2 if name.startswith("layernorm") else 1) * t.block_threads * t.repeat * t.vec * 4
+        # the packed copies are not kept besides them; the launch takes them as dynamic shared memory
+        assert (r.column_bytes, r.shared_bytes, r.pack_columns) == (floats, floats, False), name
+    # other buckets, fused prologues, smooth scales, fp32 weights or inputs, unquantized, unaligned
+    # or staged rows hold their packed vectors (or none) as before
+    for name in ("rmsnorm_fwd_bf16_dqfp8_syfp32_nb4096_1p_v8", "layernorm_fwd_bf16_add1_dqint8_syfp32_nb4096_1p_v8",
+                 "layernorm_fwd_bf16_dqint8_syfp32_nb1024_1p_v8",
+                 "layernorm_fwd_bf16_smfp32_dqint8_syfp32_nb4096_1p_v8", "layernorm_fwd_bf16_wfp32_dqint8_syfp32_nb4096_1p_v8",
+                 "layernorm_fwd_fp32_dqint8_syfp32_nb4096_1p_v4", "layernorm_fwd_bf16_nb4096_1p_v8",
+                 "layernorm_fwd_bf16_dqint8_syfp32_nb4096_1p_r8", "layernorm_fwd_bf16_dqint8_syfp32_nb2048_1p_f8",
+                 "layernorm_fwd_bf16_dqint8_syfp32_nb8192_1p_v8", "rmsnorm_fwd_bf16_dqfp8_syfp32_nb8192_1p_v4"):
+        assert recipe(parse_name(name)).column_bytes == 0, name
 
 
 def test_framed_rows_of_the_fast_memory_framed_buckets_launch_one_wave_on_such_a_gpu():

@@ -102,6 +102,65 @@ template <class K, int P, int V> struct Columns {
   }
 };
 
+// Held gamma (and LayerNorm's beta) as floats in a block's dynamic shared memory
+// (K::kFloatColumns): converted once a block from a thread's held packed vectors, then read by
+// each row's outputs as two 16-byte loads for eight columns of each, instead of a conversion
+// an element, and the packed words' registers are free after it. A thread's float4 q of
+// vector i lies at at[(i * kQ + q) * kStride]: a warp's reads are consecutive 16-byte words.
+template <class K, int P, int V> struct FloatColumns {
+  static constexpr bool kLN = K::kNorm == Norm::LAYERNORM;
+  static constexpr int kQ = (kLN ? 2 : 1) * V / 4;  // a vector's float4s
+  static constexpr int kStride = K::kThreadsPerRow * K::kRowsPerBlock;  // the block's threads
+  static_assert(V % 4 == 0 && sizeof(typename K::W) == 2, "float columns: 16-bit vectors of whole float4s");
+  float4* at;
+
+  // c's vectors written at `shared` (Recipe.column_bytes of dynamic shared memory); each thread
+  // reads back only what it wrote, so no barrier.
+  __device__ __forceinline__ FloatColumns(uint4* shared, const Columns<K, P, V>& c)
+      : at(reinterpret_cast<float4*>(shared) + threadIdx.x) {
+#pragma unroll
+    for (int i = 0; i < P; ++i) {
+      float f[V];
+      c.g.get(i, f);
+      put(i, 0, f);
+      if constexpr (kLN) {
+        c.b.get(i, f);
+        put(i, V / 4, f);
+      }
+    }
+  }
+  __device__ __forceinline__ void gamma(int i, float (&f)[V]) const { get(i, 0, f); }
+  __device__ __forceinline__ void beta(int i, float (&f)[V]) const { get(i, V / 4, f); }
+
+ private:
+  __device__ __forceinline__ void put(int i, int q0, const float (&f)[V]) {
+#pragma unroll
+    for (int q = 0; q < V / 4; ++q)
+      at[(i * kQ + q0 + q) * kStride] = make_float4(f[4 * q], f[4 * q + 1], f[4 * q + 2], f[4 * q + 3]);
+  }
+  __device__ __forceinline__ void get(int i, int q0, float (&f)[V]) const {
+#pragma unroll
+    for (int q = 0; q < V / 4; ++q) {
+      const float4 v = at[(i * kQ + q0 + q) * kStride];
+      f[4 * q] = v.x;
+      f[4 * q + 1] = v.y;
+      f[4 * q + 2] = v.z;
+      f[4 * q + 3] = v.w;
+    }
+  }
+};
+
+// The held columns a register row's outputs read: the float copy where K::kFloatColumns (its
+// packed vectors then serve nothing else), else the packed vectors themselves.
+template <class K, int P, int V>
+__device__ __forceinline__ decltype(auto) output_columns(const Columns<K, P, V>& c, uint4* shared) {
+  if constexpr (K::kFloatColumns) {
+    return FloatColumns<K, P, V>(shared, c);
+  } else {
+    return (c);
+  }
+}
+
 // Gamma and beta of a thread's first N vectors of a row brought into L1 ahead of their use
 // (prefetch.global.L1: no registers held, nothing waited for); `cols` as in RowCols.
 template <class K, int N, class Cols>

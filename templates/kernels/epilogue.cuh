@@ -23,6 +23,23 @@ __device__ __forceinline__ void outputs(float (&out)[V], const Params& p, const 
   }
 }
 
+// The same outputs from float columns (no smooth scale: FloatColumns serves none).
+template <class K, int P, int V>
+__device__ __forceinline__ void outputs(float (&out)[V], const Params& p, const Stats& st, const float (&d)[V],
+                                        const FloatColumns<K, P, V>& c, int ci) {
+  float g[V], b[V];
+  c.gamma(ci, g);
+  if constexpr (K::kNorm == Norm::LAYERNORM) c.beta(ci, b);
+#pragma unroll
+  for (int j = 0; j < V; ++j) {
+    if constexpr (K::kNorm == Norm::LAYERNORM) {
+      out[j] = fmaf(fmaf(d[j], st.rstd, -st.c * st.rstd), g[j], b[j]);
+    } else {
+      out[j] = d[j] * st.rstd * (g[j] + p.weight_offset);
+    }
+  }
+}
+
 template <class K>
 __device__ __forceinline__ void save_stats(const Params& p, i64 row, const Stats& st) {
   if constexpr (K::kSaveStats) {
@@ -36,9 +53,10 @@ __device__ __forceinline__ void save_stats(const Params& p, i64 row, const Stats
 // K::kColumnAhead vectors ahead of their use (Recipe.column_ahead), in a ring of A + 1: a load
 // may not pass an earlier store that might alias it, so in a pass that stores, ptxas issues
 // each vector's loads after the stores of the vector before, unless the source does so.
-template <class K, int P, int V, bool kHeld, bool kCentred, int U, class Load, class Cols, class Fn, class Early>
+template <class K, int P, int V, bool kHeld, bool kCentred, int U, class Load, class Cols, class Held, class Fn,
+          class Early>
 __device__ __forceinline__ void output_step(int i0, const Params& p, const Stats& st, const Load& load,
-                                            const Cols& cols, const Columns<K, kHeld ? P : 1, V>& c,
+                                            const Cols& cols, const Held& c,
                                             const Fn& fn, const Early& early) {
   constexpr int A = K::kColumnAhead;
   Columns<K, 1, V> ahead[A + 1];
@@ -72,14 +90,14 @@ __device__ __forceinline__ void output_step(int i0, const Params& p, const Stats
 }
 
 // fn(i, out) for each of this thread's vectors of a row, with its float outputs; columns
-// from c when kHeld (the same for every row), else loaded per vector, the first step's from
+// from c when kHeld (the same for every row: Columns, or FloatColumns), else loaded per vector, the first step's from
 // `early` where it holds them (at most U). kCentred: `load` gives the values minus st.shift
 // already. U < P: a loop over U vectors at a time (for `load` from memory only), which bounds
 // the loads ptxas issues ahead of their use.
-template <class K, int P, int V, bool kHeld, bool kCentred = false, int U = P, class Load, class Cols, class Fn,
-          class Early = EarlyColumns<K, 0, V>>
+template <class K, int P, int V, bool kHeld, bool kCentred = false, int U = P, class Load, class Cols, class Held,
+          class Fn, class Early = EarlyColumns<K, 0, V>>
 __device__ __forceinline__ void for_each_output(const Params& p, const Stats& st, const Load& load,
-                                                const Cols& cols, const Columns<K, kHeld ? P : 1, V>& c,
+                                                const Cols& cols, const Held& c,
                                                 const Fn& fn, const Early& early = Early{}) {
   static_assert(P % U == 0, "whole steps");
   static_assert(Early::kCount <= U && (Early::kCount == 0 || !kHeld), "early columns serve the first step");
@@ -96,9 +114,9 @@ __device__ __forceinline__ void for_each_output(const Params& p, const Stats& st
 // Normalize, quantize (times qmul) and store this thread's vectors of a row at y_off;
 // kCentred as in for_each_output; kWhole: the stores by intrinsic (store_words).
 template <class K, int P, int V, bool kHeld, bool kCentred = false, int U = P, bool kWhole = false, class Load,
-          class Cols, class Early = EarlyColumns<K, 0, V>>
+          class Cols, class Held, class Early = EarlyColumns<K, 0, V>>
 __device__ __forceinline__ void normalize_row(const Params& p, const Stats& st, const Load& load,
-                                              const Cols& cols, const Columns<K, kHeld ? P : 1, V>& c,
+                                              const Cols& cols, const Held& c,
                                               float qmul, i64 y_off, const Early& early = Early{}) {
   for_each_output<K, P, V, kHeld, kCentred, U>(p, st, load, cols, c, [&](int i, float (&out)[V]) {
     if constexpr (K::kQuant != Quant::NONE) {

@@ -13,9 +13,9 @@ namespace normgen {
 // kCentred: `load` gives the row minus st.shift. U: the outputs' vectors at a time in both
 // passes (see for_each_output).
 template <class K, int P, int V, bool kHeld, bool kKeep, bool kCentred, int T, int R, int C, int U, class Load,
-          class Cols, class Keep, class Early = EarlyColumns<K, 0, V>, int kPush = 0>
+          class Cols, class Held, class Keep, class Early = EarlyColumns<K, 0, V>, int kPush = 0>
 __device__ __forceinline__ void finish_row(const Params& p, const Stats& st, const Load& load, const Cols& cols,
-                                           const Columns<K, kHeld ? P : 1, V>& c, ReduceScratch<T, R, 1, kPush>& sh_max,
+                                           const Held& c, ReduceScratch<T, R, 1, kPush>& sh_max,
                                            Keep&& keep, float qmul, i64 row, bool live, bool leader,
                                            const Early& early = Early{}) {
   if constexpr (merged_max<K>()) {

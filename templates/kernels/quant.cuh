@@ -41,9 +41,9 @@ __device__ __forceinline__ float static_qmul(const Params& p) {
 
 // The largest |output| among this thread's vectors of a row (0 for none); U as in
 // for_each_output (here and below).
-template <class K, int P, int V, bool kHeld, int U = P, class Load, class Cols>
+template <class K, int P, int V, bool kHeld, int U = P, class Load, class Cols, class Held>
 __device__ __forceinline__ float absmax(const Params& p, const Stats& st, const Load& load, const Cols& cols,
-                                        const Columns<K, kHeld ? P : 1, V>& c) {
+                                        const Held& c) {
   float m = 0.f;
   for_each_output<K, P, V, kHeld, false, U>(p, st, load, cols, c, [&](int, const float (&out)[V]) {
 #pragma unroll
@@ -54,9 +54,9 @@ __device__ __forceinline__ float absmax(const Params& p, const Stats& st, const 
 
 // With merged_max, this thread's largest |h * (gamma + offset) * smooth| (its outputs with
 // rstd = 1, exactly: multiplying by 1 rounds nothing); else 0.
-template <class K, int P, int V, bool kHeld, int U = P, class Load, class Cols>
+template <class K, int P, int V, bool kHeld, int U = P, class Load, class Cols, class Held>
 __device__ __forceinline__ float unscaled_absmax(const Params& p, const Load& load, const Cols& cols,
-                                                 const Columns<K, kHeld ? P : 1, V>& c) {
+                                                 const Held& c) {
   if constexpr (merged_max<K>()) {
     return absmax<K, P, V, kHeld, U>(p, Stats{0.f, 0.f, 1.f, 0.f, false}, load, cols, c);
   }

@@ -26,6 +26,7 @@ __device__ __forceinline__ void register_rows(const Params& p) {
   constexpr bool kPrefetchRow = !K::kLean && V > 1 && (kAdd ? 2 : 1) * Packed<X, P, V>::kWords <= 16;
   constexpr bool kWarpShifted = kLN && C == 1 && T > 32;
   constexpr bool kKeep = K::kKeepOutputs;
+  static_assert(!K::kFloatColumns || kHold, "float columns: copies of held columns");
   constexpr int S = scratch_sets<K>();
   __shared__ ReduceScratch<T, R, 1> sh_max[S];
   __shared__ ReduceScratch<T, R, stat_values<K>() + kWarpShifted> sh_stats[S];
@@ -69,6 +70,9 @@ __device__ __forceinline__ void register_rows(const Params& p) {
       }
     }
   }
+  // what the outputs read the held columns from: c, or its float copy (K::kFloatColumns)
+  extern __shared__ uint4 stage_words[];
+  auto&& held = output_columns(c, stage_words);
   if constexpr (kWarpShifted) {
     if (threadIdx.x < T && threadIdx.x % 32 == 0) {  // warp w of a row: lanes 32w..32w+31
       int count = 0;
@@ -114,7 +118,7 @@ __device__ __forceinline__ void register_rows(const Params& p) {
       }
     };
     centred_sums<P, V>(kKeep ? 0.f : k, load, sums_cols, s1, s2);
-    const float m = unscaled_absmax<K, P, V, kHold>(p, load, max_cols, c);
+    const float m = unscaled_absmax<K, P, V, kHold>(p, load, max_cols, held);
     auto reload = [&](int i, float (&d)[V]) { reload_h<K, V>(p, row_x, row_r, row, cols, i, n, live, d); };
     auto again = [&](int i, float (&d)[V]) { reload(i, d); };  // a far row's second sums (see share_stats)
     Stats st = share_stats<K, P, V, T, R, C, kWarpShifted>(p, k, s1, s2, m, again, cols, sh_stats[ph],
@@ -132,7 +136,7 @@ __device__ __forceinline__ void register_rows(const Params& p) {
       st.c += st.shift - k;
       st.shift = k;
     }
-    finish_row<K, P, V, kHold, kKeep, kKeep, T, R, C, P>(p, st, load, cols, c, sh_max[ph], kept, qmul, row, live,
+    finish_row<K, P, V, kHold, kKeep, kKeep, T, R, C, P>(p, st, load, cols, held, sh_max[ph], kept, qmul, row, live,
                                                         lane == 0);
     if constexpr (kPrefetchRow) {
       in = next;
