@@ -111,13 +111,14 @@ template <class K, int P, int V> struct FloatColumns {
   static constexpr bool kLN = K::kNorm == Norm::LAYERNORM;
   static constexpr int kQ = (kLN ? 2 : 1) * V / 4;  // a vector's float4s
   static constexpr int kStride = K::kThreadsPerRow * K::kRowsPerBlock;  // the block's threads
-  static_assert(V % 4 == 0 && sizeof(typename K::W) == 2, "float columns: 16-bit vectors of whole float4s");
   float4* at;
 
   // c's vectors written at `shared` (Recipe.column_bytes of dynamic shared memory); each thread
   // reads back only what it wrote, so no barrier.
   __device__ __forceinline__ FloatColumns(uint4* shared, const Columns<K, P, V>& c)
       : at(reinterpret_cast<float4*>(shared) + threadIdx.x) {
+    // (here, not at class scope: overload resolution of outputs instantiates the class at any V)
+    static_assert(V % 4 == 0 && sizeof(typename K::W) == 2, "float columns: 16-bit vectors of whole float4s");
 #pragma unroll
     for (int i = 0; i < P; ++i) {
       float f[V];
