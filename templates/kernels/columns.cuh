@@ -151,12 +151,14 @@ template <class K, int P, int V> struct FloatColumns {
   }
 };
 
-// The held columns a register row's outputs read: the float copy where K::kFloatColumns (its
-// packed vectors then serve nothing else), else the packed vectors themselves.
+// The held columns a register row's outputs read: the float copy where K::kFloatColumns (in
+// the block's dynamic shared memory; its packed vectors then serve nothing else), else the
+// packed vectors themselves.
 template <class K, int P, int V>
-__device__ __forceinline__ decltype(auto) output_columns(const Columns<K, P, V>& c, uint4* shared) {
+__device__ __forceinline__ decltype(auto) output_columns(const Columns<K, P, V>& c) {
   if constexpr (K::kFloatColumns) {
-    return FloatColumns<K, P, V>(shared, c);
+    extern __shared__ uint4 stage_words[];
+    return FloatColumns<K, P, V>(stage_words, c);
   } else {
     return (c);
   }

@@ -70,9 +70,7 @@ __device__ __forceinline__ void register_rows(const Params& p) {
       }
     }
   }
-  // what the outputs read the held columns from: c, or its float copy (K::kFloatColumns)
-  extern __shared__ uint4 stage_words[];
-  auto&& held = output_columns(c, stage_words);
+  auto&& held = output_columns(c);  // what the outputs read the held columns from
   if constexpr (kWarpShifted) {
     if (threadIdx.x < T && threadIdx.x % 32 == 0) {  // warp w of a row: lanes 32w..32w+31
       int count = 0;
