@@ -90,8 +90,8 @@ __device__ __forceinline__ void output_step(int i0, const Params& p, const Stats
 }
 
 // fn(i, out) for each of this thread's vectors of a row, with its float outputs; columns
-// from c when kHeld (the same for every row: Columns, or FloatColumns), else loaded per vector, the first step's from
-// `early` where it holds them (at most U). kCentred: `load` gives the values minus st.shift
+// from c when kHeld (the same for every row: Columns, or FloatColumns), else loaded per
+// vector, the first step's from `early` where it holds them (at most U). kCentred: `load` gives the values minus st.shift
 // already. U < P: a loop over U vectors at a time (for `load` from memory only), which bounds
 // the loads ptxas issues ahead of their use.
 template <class K, int P, int V, bool kHeld, bool kCentred = false, int U = P, class Load, class Cols, class Held,
