@@ -223,6 +223,15 @@ def test_quantized_register_rows_of_the_float_column_buckets_read_float_columns_
         assert recipe(parse_name(name)).column_bytes == 0, name
 
 
+def test_every_float_column_bucket_names_default_instances():
+    # an entry whose rows never pass recipe._column_bytes' other tests would be dead
+    floats = {(s.x.itemsize, s.bucket, s.norm.value) for s in select() if recipe(s).column_bytes}
+    for size, kinds in tiles.FLOAT_COLUMN_BUCKETS.items():
+        for kind, buckets in kinds.items():
+            for b in buckets:
+                assert (size, b, kind.split("+")[0]) in floats, (size, kind, b)
+
+
 def test_framed_rows_of_the_fast_memory_framed_buckets_launch_one_wave_on_such_a_gpu():
     for name in ("rmsnorm_fwd_bf16_nb10240_1p_f8", "rmsnorm_fwd_fp16_nb10240_1p_f8", "layernorm_fwd_bf16_add1_nb5120_1p_f8",
                  "layernorm_fwd_fp16_add1_nb2048_1p_f8", "rmsnorm_fwd_bf16_add1_nb5120_1p_f8"):
