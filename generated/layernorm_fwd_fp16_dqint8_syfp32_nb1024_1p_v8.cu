@@ -26,7 +26,7 @@ struct Traits {
   static constexpr bool kLean = false;
   static constexpr bool kRagged = false;
   static constexpr bool kFramed = false;
-  static constexpr bool kPackColumns = true;
+  static constexpr bool kPackColumns = false;
   static constexpr bool kKeepOutputs = true;
   static constexpr normgen::Cache kRowCache = normgen::Cache::NORMAL;
   static constexpr int kOutputStep = 4;
@@ -37,11 +37,11 @@ struct Traits {
   static constexpr int kRowImages = 0;
   static constexpr int kResidualBatch = 1;
   static constexpr bool kSegmentSteps = false;
-  static constexpr bool kFloatColumns = false;
+  static constexpr bool kFloatColumns = true;
 };
 }  // namespace
 
-extern "C" __global__ void __launch_bounds__(128, 4)
+extern "C" __global__ void __launch_bounds__(128, 3)
 layernorm_fwd_fp16_dqint8_syfp32_nb1024_1p_v8(const normgen::Params p) {
   normgen::norm_fwd<Traits, normgen::Entry::ANY>(p);
 }

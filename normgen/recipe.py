@@ -301,10 +301,13 @@ def recipe(spec: KernelSpec) -> Recipe:
     if spec.framed:
         return _framed_recipe(spec, op)
     tile = _tile(spec, op)
+    column_bytes = _column_bytes(spec, op, tile)
+    if column_bytes:
+        budget = tiles.FLOAT_COLUMN_REGISTERS.get(spec.x.itemsize, {}).get(spec.bucket, tile.registers)
+        tile = replace(tile, registers=budget)
     keep = _keep_outputs(spec, op, tile)
     step = _output_step(spec, op, tile, keep)
     blocks = _min_blocks_per_sm(spec, op, tile)
-    column_bytes = _column_bytes(spec, op, tile)
     fold = _fold_shift(spec, op, tile, keep)
     whole = _whole_row_kernel(spec, tile)
     return Recipe(
