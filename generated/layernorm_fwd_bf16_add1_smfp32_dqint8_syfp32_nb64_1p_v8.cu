@@ -41,7 +41,14 @@ struct Traits {
 };
 }  // namespace
 
-extern "C" __global__ void __launch_bounds__(128, 4)
+// __launch_bounds__' residency target (devices.launch_blocks): sm_90's, or fewer blocks where
+// an SM's shared memory holds fewer; a build that spills registers at it defines a lower one
+// (compile.compile_unspilled)
+#ifndef NORMGEN_MIN_BLOCKS
+#define NORMGEN_MIN_BLOCKS 4
+#endif
+
+extern "C" __global__ void __launch_bounds__(128, NORMGEN_MIN_BLOCKS)
 layernorm_fwd_bf16_add1_smfp32_dqint8_syfp32_nb64_1p_v8(const normgen::Params p) {
   normgen::norm_fwd<Traits, normgen::Entry::ANY>(p);
 }

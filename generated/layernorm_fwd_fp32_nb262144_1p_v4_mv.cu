@@ -41,12 +41,19 @@ struct Traits {
 };
 }  // namespace
 
-extern "C" __global__ void __launch_bounds__(1024, 1)
+// __launch_bounds__' residency target (devices.launch_blocks): sm_90's, or fewer blocks where
+// an SM's shared memory holds fewer; a build that spills registers at it defines a lower one
+// (compile.compile_unspilled)
+#ifndef NORMGEN_MIN_BLOCKS
+#define NORMGEN_MIN_BLOCKS 1
+#endif
+
+extern "C" __global__ void __launch_bounds__(1024, NORMGEN_MIN_BLOCKS)
 __cluster_dims__(8, 1, 1)
 layernorm_fwd_fp32_nb262144_1p_v4_mv(const normgen::Params p) {
   normgen::norm_fwd<Traits, normgen::Entry::ANY>(p);
 }
-extern "C" __global__ void __launch_bounds__(1024, 1)
+extern "C" __global__ void __launch_bounds__(1024, NORMGEN_MIN_BLOCKS)
 __cluster_dims__(8, 1, 1)
 layernorm_fwd_fp32_nb262144_1p_v4_mv_full(const normgen::Params p) {
   normgen::norm_fwd<Traits, normgen::Entry::WHOLE>(p);

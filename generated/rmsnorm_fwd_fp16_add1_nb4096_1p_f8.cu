@@ -41,11 +41,18 @@ struct Traits {
 };
 }  // namespace
 
-extern "C" __global__ void __launch_bounds__(128, 4)
+// __launch_bounds__' residency target (devices.launch_blocks): sm_90's, or fewer blocks where
+// an SM's shared memory holds fewer; a build that spills registers at it defines a lower one
+// (compile.compile_unspilled)
+#ifndef NORMGEN_MIN_BLOCKS
+#define NORMGEN_MIN_BLOCKS 4
+#endif
+
+extern "C" __global__ void __launch_bounds__(128, NORMGEN_MIN_BLOCKS)
 rmsnorm_fwd_fp16_add1_nb4096_1p_f8(const normgen::Params p) {
   normgen::norm_fwd<Traits, normgen::Entry::ANY>(p);
 }
-extern "C" __global__ void __launch_bounds__(128, 4)
+extern "C" __global__ void __launch_bounds__(128, NORMGEN_MIN_BLOCKS)
 rmsnorm_fwd_fp16_add1_nb4096_1p_f8_alike(const normgen::Params p) {
   normgen::norm_fwd<Traits, normgen::Entry::ALIKE>(p);
 }

@@ -23,7 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import compile as nvrtc_compile
-from . import paths
+from . import devices, paths
+from .recipe import recipe
 from .spec import KernelSpec
 
 MAGIC = b"normgen-cubin-1\n"
@@ -136,8 +137,15 @@ def _store(path: Path, cubin: bytes) -> None:
         raise
 
 
+def compile_instance(spec: KernelSpec, source_dir: Path, arch: str) -> nvrtc_compile.Compiled:
+    """The instance's file in source_dir built for `arch` as the cache stores it: at its
+    residency target there, or a lower one where ptxas spills at it (compile_unspilled)."""
+    blocks = devices.launch_blocks(recipe(spec), devices.known(arch))
+    return nvrtc_compile.compile_unspilled(Path(source_dir) / spec.file_name, arch, blocks)
+
+
 def _compile(spec: KernelSpec, source_dir: Path, arch: str) -> bytes:
-    return nvrtc_compile.compile_file(Path(source_dir) / spec.file_name, arch).cubin
+    return compile_instance(spec, source_dir, arch).cubin
 
 
 def _ensure(spec: KernelSpec, source_dir: Path, arch: str, in_memory: bool = False) -> tuple[Path, bytes]:

@@ -37,6 +37,12 @@ class Compiled:
             "spill_loads": grab(r"(\d+) bytes spill loads"),
         }
 
+    @property
+    def spills(self) -> bool:
+        """Whether a kernel of the file spills registers or keeps a local-memory stack frame."""
+        res = self.resources
+        return bool(res["spill_stores"] or res["spill_loads"] or res["stack"])
+
 
 @functools.cache
 def cuda_include_dir() -> str:
@@ -133,11 +139,26 @@ def ptx_of(path: Path, arch: str = "compute_90") -> str:
         return _output(prog, nvrtc.nvrtcGetPTXSize, nvrtc.nvrtcGetPTX, "ptx").rstrip(b"\0 ").decode()
 
 
-def compile_file(path: Path, arch: str = "sm_90") -> Compiled:
-    """Compile a generated instance file (its header sits beside it) for `arch`."""
+def compile_file(path: Path, arch: str = "sm_90", min_blocks: int = 0) -> Compiled:
+    """Compile a generated instance file (its header sits beside it) for `arch`; min_blocks:
+    its kernels' __launch_bounds__ residency target in place of the file's (0: the file's)."""
     from cuda.bindings import nvrtc
 
     path = Path(path)
-    with _compiled(path, options(arch, path.parent)) as prog:
+    target = [f"-DNORMGEN_MIN_BLOCKS={min_blocks}"] if min_blocks else []
+    with _compiled(path, options(arch, path.parent) + target) as prog:
         log = _log(prog)
         return Compiled(_output(prog, nvrtc.nvrtcGetCUBINSize, nvrtc.nvrtcGetCUBIN, "cubin"), log)
+
+
+def compile_unspilled(path: Path, arch: str, blocks: int) -> Compiled:
+    """Compile for `arch` at the file's residency target (`blocks` an SM there), and where
+    ptxas spills registers at it, at the next lower target that it does not (the file's
+    where none down to one block is clean: then the spill is not the register cap's). The
+    targets are chosen on sm_90; ptxas for sm_100 and sm_120 may need more registers for the
+    same kernel (docs/policy.md: min_blocks_per_sm)."""
+    first = compiled = compile_file(path, arch)
+    while compiled.spills and blocks > 1:
+        blocks -= 1
+        compiled = compile_file(path, arch, min_blocks=blocks)
+    return first if compiled.spills else compiled

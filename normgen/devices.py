@@ -46,6 +46,12 @@ KNOWN: dict[int, Device] = {d.arch: d for d in (
 )}
 
 
+def known(arch: str) -> Device:
+    """The Device of a target such as "sm_100": KNOWN's, or sm_90's for one it does not name
+    (an instance file's residency target there is sm_90's)."""
+    return KNOWN.get(int(arch.removeprefix("sm_")), KNOWN[90])
+
+
 class UnsupportedDeviceError(RuntimeError):
     """A GPU older than normgen supports."""
 
