@@ -301,13 +301,10 @@ def recipe(spec: KernelSpec) -> Recipe:
     if spec.framed:
         return _framed_recipe(spec, op)
     tile = _tile(spec, op)
-    column_bytes = _column_bytes(spec, op, tile)
-    if column_bytes:
-        budget = tiles.FLOAT_COLUMN_REGISTERS.get(spec.x.itemsize, {}).get(spec.bucket, tile.registers)
-        tile = replace(tile, registers=budget)
     keep = _keep_outputs(spec, op, tile)
     step = _output_step(spec, op, tile, keep)
     blocks = _min_blocks_per_sm(spec, op, tile)
+    column_bytes = _column_bytes(spec, op, tile)
     fold = _fold_shift(spec, op, tile, keep)
     whole = _whole_row_kernel(spec, tile)
     return Recipe(
@@ -604,18 +601,22 @@ def _pack_columns(spec: KernelSpec, op: Op, tile: Tile, keep: bool) -> bool:
     return pack_columns(tile, sum(d.itemsize == 2 for d in _column_dtypes(spec)), op.fused, keep)
 
 
+def _register_row(spec: KernelSpec, tile: Tile) -> bool:
+    """Whether spec's rows are aligned one-pass rows held in registers by one block (not
+    ragged, framed, staged, streamed or over a cluster)."""
+    return _one_pass(spec) and not (spec.ragged or spec.framed or tile.shared_bytes or tile.cluster > 1)
+
+
 def _column_bytes(spec: KernelSpec, op: Op, tile: Tile) -> int:
     """The dynamic shared memory of a register row's float columns (kernels/columns.cuh:
     FloatColumns), 0 for none: register rows of one block and 16-byte vectors, without a
     prologue, that hold their 16-bit gamma and beta (register_rows.cuh's kHold: 32 words of
     them at most) and no other per-column vector, in the buckets of
     tiles.FLOAT_COLUMN_BUCKETS (docs/policy.md: float columns)."""
-    register_row = _one_pass(spec) and not (spec.ragged or spec.framed or tile.shared_bytes or tile.stream_bytes
-                                            or tile.cluster > 1)
     dtypes = _column_dtypes(spec)
     held = not tile.lean and tile.repeat * tile.vec * sum(d.itemsize for d in dtypes) <= 128
     only_weights = not (op.prologue or spec.smooth) and spec.w.itemsize == 2 and tile.vec * spec.x.itemsize == 16
-    if not (register_row and held and only_weights and _listed(tiles.FLOAT_COLUMN_BUCKETS, spec, op)):
+    if not (_register_row(spec, tile) and held and only_weights and _listed(tiles.FLOAT_COLUMN_BUCKETS, spec, op)):
         return 0
     return tile.block_threads * tile.repeat * tile.vec * len(dtypes) * 4
 
@@ -705,8 +706,8 @@ def _fast_memory_waves(spec: KernelSpec, op: Op, tile: Tile) -> int:
     if spec.framed:
         fast = _listed(tiles.FAST_MEMORY_FRAMED_BUCKETS, spec, op)
     else:
-        register_row = _one_pass(spec) and not (spec.ragged or tile.shared_bytes or tile.cluster > 1)
-        fast = register_row and tile.vec * spec.x.itemsize == 16 and _listed(tiles.FAST_MEMORY_BUCKETS, spec, op)
+        aligned = _register_row(spec, tile) and tile.vec * spec.x.itemsize == 16
+        fast = aligned and _listed(tiles.FAST_MEMORY_BUCKETS, spec, op)
     return tiles.FAST_MEMORY_WAVES if fast else _waves(spec, op, tile)
 
 

@@ -279,11 +279,6 @@ FAST_MEMORY_FRAMED_BUCKETS: dict[int, dict[str, frozenset[int]]] = {
 FLOAT_COLUMN_BUCKETS: dict[int, dict[str, frozenset[int]]] = {
     2: {"layernorm+quant": frozenset({1024, 2048, 4096}), "rmsnorm+quant": frozenset({8192})},
 }
-# Float-column tiles built for a larger register budget than their bucket's (so for fewer
-# blocks an SM), by x's element size and bucket: at 1024 (four rows of 32 threads a block)
-# sm_100's ptxas takes 154 registers and spilled 64 bytes at 128, where sm_80 and sm_90 take
-# 85-91 at either budget (sm_90's SASS the same).
-FLOAT_COLUMN_REGISTERS: dict[int, dict[int, int]] = {2: {1024: 160}}
 
 # Two-pass: one row per block, streamed in chunks of threads * vec * repeat elements.
 TWO_PASS_THREADS = 512
