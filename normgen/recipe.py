@@ -279,8 +279,8 @@ class Recipe:
     @property
     def shared_bytes(self) -> int:
         """The dynamic shared memory a block is launched with: its stage, its streamed
-        rows', its row images, or its float columns."""
-        return self.tile.shared_bytes or self.image_bytes or self.column_bytes
+        rows', or its row images (framed rows' bounce slots) and float columns."""
+        return self.tile.shared_bytes or self.image_bytes + self.column_bytes
 
     def symbol(self, entry: Entry) -> Optional[str]:
         """The symbol of the kernel for `entry`'s rows; None where the file has none."""
@@ -288,8 +288,8 @@ class Recipe:
 
     def launch_bytes(self, entry: Entry) -> int:
         """The dynamic shared memory the kernel for `entry` is launched with: an ALIKE
-        kernel's rows never go through the bounce slots that are a framed row's only ones."""
-        return 0 if entry == Entry.ALIKE else self.shared_bytes
+        kernel's rows never go through the bounce slots, which follow the float columns."""
+        return self.column_bytes if entry == Entry.ALIKE else self.shared_bytes
 
 
 @functools.cache

@@ -113,6 +113,7 @@ template <class K, int P, int V> struct FloatColumns {
   static constexpr int kStride = K::kThreadsPerRow * K::kRowsPerBlock;  // the block's threads
   float4* at;
 
+  FloatColumns() = default;
   // c's vectors written at `shared` (Recipe.column_bytes of dynamic shared memory); each thread
   // reads back only what it wrote, so no barrier.
   __device__ __forceinline__ FloatColumns(uint4* shared, const Columns<K, P, V>& c)

@@ -22,7 +22,7 @@ __device__ __forceinline__ void norm_fwd(const Params& p) {
   constexpr bool kFull = E == Entry::WHOLE;
   static_assert(E != Entry::ALIKE || K::kFramed, "only framed rows have a kernel for rows that start alike");
   static_assert(!K::kFloatColumns || (K::kPipeline == Pipeline::ONE_PASS && !K::kStaged && !K::kStreamed &&
-                                      !K::kRagged && !K::kFramed && K::kCluster == 1 && !K::kPackColumns &&
+                                      !K::kRagged && K::kCluster == 1 && !K::kPackColumns &&
                                       K::kFusedAdd == 0 && !K::kXBias && !K::kSmooth),
                 "float columns: register rows of one block without a prologue or smooth scale");
   static_assert(!K::kPackColumns || (K::kPipeline == Pipeline::ONE_PASS && !K::kStaged),

@@ -420,8 +420,11 @@ __device__ __forceinline__ void framed_rows(const Params& p) {
   // rows of whole warps store rows that start unlike x's through each warp's bounce slots,
   // P steps of 33 in dynamic shared memory (Recipe.image_bytes)
   constexpr bool kWarps = T % 32 == 0;
+  // K::kFloatColumns: the held columns' float copy first (Recipe.column_bytes), then the slots
+  constexpr int kColumnWords = K::kFloatColumns ? T * R * P * FloatColumns<K, P, V>::kQ : 0;
+  static_assert(!K::kFloatColumns || (Columns<K, P, V>::kWords <= 32 && !K::kLean), "float columns: of held columns");
   extern __shared__ uint4 stage_words[];
-  uint4* const slots = stage_words + (kWarps ? threadIdx.x / 32 * P * 33 : 0);
+  uint4* const slots = stage_words + kColumnWords + (kWarps ? threadIdx.x / 32 * P * 33 : 0);
   const int lane = threadIdx.x % T;
   const int sub = threadIdx.x / T;
   const i64 stride = Span::groups() * static_cast<i64>(R);
@@ -472,6 +475,7 @@ __device__ __forceinline__ void framed_rows(const Params& p) {
   };
   const float qmul = static_qmul<K>(p);
   Columns<K, kHold ? P : 1, V> held;
+  FloatColumns<K, P, V> floats;  // (K::kFloatColumns) held's copy, rewritten with it
   int held_s = -1;
   i64 base = Span::group() * static_cast<i64>(R);
   RowIn<K, P, V> in;
@@ -489,6 +493,7 @@ __device__ __forceinline__ void framed_rows(const Params& p) {
 #pragma unroll
         for (int i = 0; i < P; ++i)
           if (pass.inside(i)) load_framed_columns(held, p, i, cols(i));
+        if constexpr (K::kFloatColumns) floats = FloatColumns<K, P, V>(stage_words, held);
         held_s = s;
       }
     }
@@ -588,7 +593,9 @@ __device__ __forceinline__ void framed_rows(const Params& p) {
 #pragma unroll
         for (int j = 0; j < V; ++j) d[j] -= st.shift;
       }
-      if constexpr (kHold) {
+      if constexpr (K::kFloatColumns) {
+        outputs<K, P, V>(out, p, st, d, floats, i);
+      } else if constexpr (kHold) {
         outputs<K, P, V>(out, p, st, d, held, i);
       } else {
         Columns<K, 1, V> one;
