@@ -362,25 +362,27 @@ def _framed_recipe(spec: KernelSpec, op: Op) -> Recipe:
     # each warp's bounce slots (framed_rows.cuh: store_unlike): 33 16-byte slots a step
     bounce = tile.block_threads // 32 * tile.repeat * 33 * 16 if tile.threads_per_row % 32 == 0 else 0
     kernels = ((spec.symbol, Entry.ANY), (spec.name + "_alike", Entry.ALIKE))
+    column_bytes = _framed_column_bytes(spec, op, tile)
     return replace(aligned, tile=tile, whole_row_kernel=False, kernels=kernels, image_bytes=bounce,
                    min_blocks_per_sm=tile.min_blocks_per_sm, pack_columns=False,
-                   keep_outputs=_framed_keep_outputs(spec, op, tile),
+                   keep_outputs=_framed_keep_outputs(spec, op, tile, column_bytes),
                    row_cache=_row_cache(spec, op, tile), output_step=tile.repeat, column_prefetch=0,
                    column_registers=0, column_ahead=0, fold_shift=False, waves=_waves(spec, op, tile),
-                   fast_memory_waves=_fast_memory_waves(spec, op, tile), column_bytes=0)
+                   fast_memory_waves=_fast_memory_waves(spec, op, tile), column_bytes=column_bytes)
 
 
 # Framed LayerNorm + dynamic quant keeps its row as floats less the mean, then its outputs
 # (x converted once, the outputs computed once), where its 128 registers hold them: rows that
 # load their per-column vectors per vector (more than 128 bytes of them a thread: a smooth
-# scale, an x-bias, fp32 weights), and rows that hold them of at most 128 threads without a
-# fused add's second input (docs/policy.md: keep_outputs).
-def _framed_keep_outputs(spec: KernelSpec, op: Op, tile: Tile) -> bool:
+# scale, an x-bias, fp32 weights), rows that hold them of at most 128 threads without a fused
+# add's second input, and rows whose held columns are floats in shared memory, which frees
+# their packed registers (docs/policy.md: keep_outputs).
+def _framed_keep_outputs(spec: KernelSpec, op: Op, tile: Tile, column_bytes: int) -> bool:
     if not op.quant_ln:
         return False
     columns = sum(d.itemsize for d in _column_dtypes(spec))
     held = not tile.lean and tile.repeat * tile.vec * columns <= 128  # framed_rows.cuh's kHold
-    return not held or (spec.fused_add == FusedAdd.NONE and tile.threads_per_row <= 128)
+    return not held or bool(column_bytes) or (spec.fused_add == FusedAdd.NONE and tile.threads_per_row <= 128)
 
 
 # Ragged rows take their bucket's plain tile (tiles.ONE_PASS_TILES) and none of the aligned
@@ -532,7 +534,7 @@ def framed_serves(spec: KernelSpec) -> bool:
 def _listed(table: dict, spec: KernelSpec, op: Op) -> bool:
     """Whether a bucket table keyed by x's element size and then the operation's kind
     (tiles.FRAMED_BUCKETS, FAST_MEMORY_BUCKETS, FAST_MEMORY_FRAMED_BUCKETS,
-    FLOAT_COLUMN_BUCKETS) lists spec's bucket: the kind is the norm, with "+quant" for a
+    FLOAT_COLUMN_BUCKETS, FRAMED_FLOAT_COLUMN_BUCKETS) lists spec's bucket: the kind is the norm, with "+quant" for a
     quant, else "+prologue" for a fused add or x-bias."""
     kind = ("rmsnorm" if op.rmsnorm else "layernorm") + (
         "+quant" if op.quant != Quant.NONE else "+prologue" if op.prologue else "")
@@ -609,16 +611,26 @@ def _register_row(spec: KernelSpec, tile: Tile) -> bool:
 
 def _column_bytes(spec: KernelSpec, op: Op, tile: Tile) -> int:
     """The dynamic shared memory of a register row's float columns (kernels/columns.cuh:
-    FloatColumns), 0 for none: register rows of one block and 16-byte vectors, without a
-    prologue, that hold their 16-bit gamma and beta (register_rows.cuh's kHold: 32 words of
-    them at most) and no other per-column vector, in the buckets of
+    FloatColumns), 0 for none: register rows of one block in the buckets of
     tiles.FLOAT_COLUMN_BUCKETS (docs/policy.md: float columns)."""
+    listed = _register_row(spec, tile) and _listed(tiles.FLOAT_COLUMN_BUCKETS, spec, op)
+    return _float_column_bytes(spec, op, tile) if listed else 0
+
+
+def _framed_column_bytes(spec: KernelSpec, op: Op, tile: Tile) -> int:
+    """The dynamic shared memory of a framed row's float columns, ahead of its bounce slots
+    (framed_rows.cuh), 0 for none: in the buckets of tiles.FRAMED_FLOAT_COLUMN_BUCKETS."""
+    return _float_column_bytes(spec, op, tile) if _listed(tiles.FRAMED_FLOAT_COLUMN_BUCKETS, spec, op) else 0
+
+
+def _float_column_bytes(spec: KernelSpec, op: Op, tile: Tile) -> int:
+    """A block's float copy of its held columns, 0 where it has none to copy: rows of 16-byte
+    vectors without a prologue that hold their 16-bit gamma and beta (the templates' kHold:
+    32 words of them at most) and no other per-column vector."""
     dtypes = _column_dtypes(spec)
     held = not tile.lean and tile.repeat * tile.vec * sum(d.itemsize for d in dtypes) <= 128
     only_weights = not (op.prologue or spec.smooth) and spec.w.itemsize == 2 and tile.vec * spec.x.itemsize == 16
-    if not (_register_row(spec, tile) and held and only_weights and _listed(tiles.FLOAT_COLUMN_BUCKETS, spec, op)):
-        return 0
-    return tile.block_threads * tile.repeat * tile.vec * len(dtypes) * 4
+    return tile.block_threads * tile.repeat * tile.vec * len(dtypes) * 4 if held and only_weights else 0
 
 
 def _column_dtypes(spec: KernelSpec) -> list[DType]:

@@ -32,13 +32,13 @@ def test_instance_compiles_without_spills(spec):
 
 def pipeline_of(spec) -> str:
     """The pipeline an instance's kernel runs: two-pass, framed, streamed, cluster, staged or
-    registers (with their columns as floats in shared memory, or not)."""
+    registers (framed and register rows with their columns as floats in shared memory, or not)."""
     r = recipe(spec)
     t = r.tile
     if spec.bucket is None:
         return "two_pass"
     if spec.framed:
-        return "framed"
+        return "framed, float columns" if r.column_bytes else "framed"
     if t.stream_bytes or t.cluster > 1 or t.stage_bytes:
         return "streamed" if t.stream_bytes else "cluster" if t.cluster > 1 else "staged"
     return "registers, float columns" if r.column_bytes else "registers"

@@ -222,10 +222,30 @@ def test_quantized_register_rows_of_the_float_column_buckets_read_float_columns_
         assert recipe(parse_name(name)).column_bytes == 0, name
 
 
-def test_every_float_column_bucket_names_default_instances():
-    # an entry whose rows never pass recipe._column_bytes' other tests would be dead
-    floats = {(s.x.itemsize, s.bucket, s.norm.value) for s in select() if recipe(s).column_bytes}
-    for size, kinds in tiles.FLOAT_COLUMN_BUCKETS.items():
+def test_framed_quantized_rows_of_the_framed_float_column_buckets_read_float_columns_ahead_of_their_bounce_slots():
+    for name in ("layernorm_fwd_bf16_dqint8_syfp32_nb5120_1p_f8", "layernorm_fwd_fp16_dqfp8_syfp32_nb5120_1p_f8",
+                 "rmsnorm_fwd_bf16_dqfp8_syfp32_nb5120_1p_f8", "rmsnorm_fwd_fp16_sqint8_nb5120_1p_f8"):
+        r = recipe(parse_name(name))
+        t = r.tile
+        floats = (2 if name.startswith("layernorm") else 1) * t.block_threads * t.repeat * t.vec * 4
+        assert r.column_bytes == floats and r.shared_bytes == r.image_bytes + floats > floats, name
+        # rows that start alike pass no bounce slot but read the float columns
+        assert (r.launch_bytes(Entry.ANY), r.launch_bytes(Entry.ALIKE)) == (r.shared_bytes, floats), name
+        # the packed registers freed, LayerNorm's dynamic quant keeps its outputs
+        assert r.keep_outputs == name.startswith("layernorm"), name
+    # other framed buckets, fused adds and smooth scales hold their packed vectors as before
+    for name in ("layernorm_fwd_bf16_dqint8_syfp32_nb2048_1p_f8", "layernorm_fwd_bf16_add1_dqint8_syfp32_nb5120_1p_f8",
+                 "layernorm_fwd_bf16_smfp32_dqint8_syfp32_nb5120_1p_f8", "rmsnorm_fwd_bf16_nb5120_1p_f8"):
+        r = recipe(parse_name(name))
+        assert r.column_bytes == 0 and r.launch_bytes(Entry.ALIKE) == 0, name
+    assert not recipe(parse_name("layernorm_fwd_bf16_add1_dqint8_syfp32_nb5120_1p_f8")).keep_outputs
+
+
+@pytest.mark.parametrize("table, framed", [(tiles.FLOAT_COLUMN_BUCKETS, False), (tiles.FRAMED_FLOAT_COLUMN_BUCKETS, True)])
+def test_every_float_column_bucket_names_default_instances(table, framed):
+    # an entry whose rows never pass recipe._float_column_bytes' tests would be dead
+    floats = {(s.x.itemsize, s.bucket, s.norm.value) for s in select() if recipe(s).column_bytes and s.framed == framed}
+    for size, kinds in table.items():
         for kind, buckets in kinds.items():
             for b in buckets:
                 assert (size, b, kind.split("+")[0]) in floats, (size, kind, b)
