@@ -37,7 +37,7 @@ struct Traits {
   static constexpr int kRowImages = 0;
   static constexpr int kResidualBatch = 1;
   static constexpr bool kSegmentSteps = false;
-  static constexpr bool kFloatColumns = false;
+  static constexpr bool kFloatColumns = true;
 };
 }  // namespace
 

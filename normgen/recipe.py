@@ -374,15 +374,15 @@ def _framed_recipe(spec: KernelSpec, op: Op) -> Recipe:
 # Framed LayerNorm + dynamic quant keeps its row as floats less the mean, then its outputs
 # (x converted once, the outputs computed once), where its 128 registers hold them: rows that
 # load their per-column vectors per vector (more than 128 bytes of them a thread: a smooth
-# scale, an x-bias, fp32 weights), rows that hold them of at most 128 threads without a fused
-# add's second input, and rows whose held columns are floats in shared memory, which frees
-# their packed registers (docs/policy.md: keep_outputs).
+# scale, an x-bias, fp32 weights), and rows whose held columns are floats in shared memory,
+# which frees their packed registers; rows holding them packed spilled so in the 5120 bucket
+# and with a fused add (docs/policy.md: keep_outputs).
 def _framed_keep_outputs(spec: KernelSpec, op: Op, tile: Tile, column_bytes: int) -> bool:
     if not op.quant_ln:
         return False
     columns = sum(d.itemsize for d in _column_dtypes(spec))
     held = not tile.lean and tile.repeat * tile.vec * columns <= 128  # framed_rows.cuh's kHold
-    return not held or bool(column_bytes) or (spec.fused_add == FusedAdd.NONE and tile.threads_per_row <= 128)
+    return not held or column_bytes > 0
 
 
 # Ragged rows take their bucket's plain tile (tiles.ONE_PASS_TILES) and none of the aligned
@@ -611,25 +611,26 @@ def _register_row(spec: KernelSpec, tile: Tile) -> bool:
 
 def _column_bytes(spec: KernelSpec, op: Op, tile: Tile) -> int:
     """The dynamic shared memory of a register row's float columns (kernels/columns.cuh:
-    FloatColumns), 0 for none: register rows of one block in the buckets of
-    tiles.FLOAT_COLUMN_BUCKETS (docs/policy.md: float columns)."""
-    listed = _register_row(spec, tile) and _listed(tiles.FLOAT_COLUMN_BUCKETS, spec, op)
-    return _float_column_bytes(spec, op, tile) if listed else 0
+    FloatColumns), 0 for none: register rows of one block without a fused add in the buckets
+    of tiles.FLOAT_COLUMN_BUCKETS (docs/policy.md: float columns)."""
+    listed = _register_row(spec, tile) and not op.prologue and _listed(tiles.FLOAT_COLUMN_BUCKETS, spec, op)
+    return _float_column_bytes(spec, tile) if listed else 0
 
 
 def _framed_column_bytes(spec: KernelSpec, op: Op, tile: Tile) -> int:
     """The dynamic shared memory of a framed row's float columns, ahead of its bounce slots
-    (framed_rows.cuh), 0 for none: in the buckets of tiles.FRAMED_FLOAT_COLUMN_BUCKETS."""
-    return _float_column_bytes(spec, op, tile) if _listed(tiles.FRAMED_FLOAT_COLUMN_BUCKETS, spec, op) else 0
+    (framed_rows.cuh), 0 for none: in the buckets of tiles.FRAMED_FLOAT_COLUMN_BUCKETS, with
+    a fused add or without."""
+    return _float_column_bytes(spec, tile) if _listed(tiles.FRAMED_FLOAT_COLUMN_BUCKETS, spec, op) else 0
 
 
-def _float_column_bytes(spec: KernelSpec, op: Op, tile: Tile) -> int:
+def _float_column_bytes(spec: KernelSpec, tile: Tile) -> int:
     """A block's float copy of its held columns, 0 where it has none to copy: rows of 16-byte
-    vectors without a prologue that hold their 16-bit gamma and beta (the templates' kHold:
-    32 words of them at most) and no other per-column vector."""
+    vectors that hold their 16-bit gamma and beta (the templates' kHold: 32 words of them at
+    most) and no other per-column vector (an x-bias, a smooth scale)."""
     dtypes = _column_dtypes(spec)
     held = not tile.lean and tile.repeat * tile.vec * sum(d.itemsize for d in dtypes) <= 128
-    only_weights = not (op.prologue or spec.smooth) and spec.w.itemsize == 2 and tile.vec * spec.x.itemsize == 16
+    only_weights = not (spec.x_bias or spec.smooth) and spec.w.itemsize == 2 and tile.vec * spec.x.itemsize == 16
     return tile.block_threads * tile.repeat * tile.vec * len(dtypes) * 4 if held and only_weights else 0
 
 

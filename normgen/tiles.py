@@ -281,10 +281,11 @@ FLOAT_COLUMN_BUCKETS: dict[int, dict[str, frozenset[int]]] = {
 }
 
 # The framed buckets whose held 16-bit gamma and beta are so converted, each time a block's
-# frame moves (framed_rows.cuh), freeing the registers in which LayerNorm + dynamic quant then
-# keeps its outputs (recipe._framed_keep_outputs; docs/policy.md: float columns).
+# frame moves (framed_rows.cuh), with a fused add or without, freeing the registers in which
+# LayerNorm + dynamic quant then keeps its outputs (recipe._framed_keep_outputs;
+# docs/policy.md: float columns).
 FRAMED_FLOAT_COLUMN_BUCKETS: dict[int, dict[str, frozenset[int]]] = {
-    2: {"layernorm+quant": frozenset({5120}), "rmsnorm+quant": frozenset({5120})},
+    2: {"layernorm+quant": frozenset({2048, 5120}), "rmsnorm+quant": frozenset({5120})},
 }
 
 # Two-pass: one row per block, streamed in chunks of threads * vec * repeat elements.

@@ -223,22 +223,24 @@ def test_quantized_register_rows_of_the_float_column_buckets_read_float_columns_
 
 
 def test_framed_quantized_rows_of_the_framed_float_column_buckets_read_float_columns_ahead_of_their_bounce_slots():
-    for name in ("layernorm_fwd_bf16_dqint8_syfp32_nb5120_1p_f8", "layernorm_fwd_fp16_dqfp8_syfp32_nb5120_1p_f8",
-                 "rmsnorm_fwd_bf16_dqfp8_syfp32_nb5120_1p_f8", "rmsnorm_fwd_fp16_sqint8_nb5120_1p_f8"):
+    for name in ("layernorm_fwd_bf16_dqint8_syfp32_nb5120_1p_f8", "layernorm_fwd_fp16_dqfp8_syfp32_nb2048_1p_f8",
+                 "layernorm_fwd_bf16_add1_dqint8_syfp32_nb5120_1p_f8", "layernorm_fwd_fp16_add1_dqfp8_syfp32_nb2048_1p_f8",
+                 "rmsnorm_fwd_bf16_dqfp8_syfp32_nb5120_1p_f8", "rmsnorm_fwd_fp16_add1_sqint8_nb5120_1p_f8"):
         r = recipe(parse_name(name))
         t = r.tile
         floats = (2 if name.startswith("layernorm") else 1) * t.block_threads * t.repeat * t.vec * 4
         assert r.column_bytes == floats and r.shared_bytes == r.image_bytes + floats > floats, name
         # rows that start alike pass no bounce slot but read the float columns
         assert (r.launch_bytes(Entry.ANY), r.launch_bytes(Entry.ALIKE)) == (r.shared_bytes, floats), name
-        # the packed registers freed, LayerNorm's dynamic quant keeps its outputs
+        # the packed registers freed, LayerNorm's dynamic quant keeps its outputs, fused add or not
         assert r.keep_outputs == name.startswith("layernorm"), name
-    # other framed buckets, fused adds and smooth scales hold their packed vectors as before
-    for name in ("layernorm_fwd_bf16_dqint8_syfp32_nb2048_1p_f8", "layernorm_fwd_bf16_add1_dqint8_syfp32_nb5120_1p_f8",
-                 "layernorm_fwd_bf16_smfp32_dqint8_syfp32_nb5120_1p_f8", "rmsnorm_fwd_bf16_nb5120_1p_f8"):
+    # other framed buckets, x-biases, smooth scales, fp32 weights and unquantized rows hold their
+    # packed vectors (or none) as before
+    for name in ("rmsnorm_fwd_bf16_dqfp8_syfp32_nb2048_1p_f8", "layernorm_fwd_bf16_dqint8_syfp32_nb1024_1p_f8",
+                 "layernorm_fwd_bf16_xb1_dqint8_syfp32_nb5120_1p_f8", "layernorm_fwd_bf16_smfp32_dqint8_syfp32_nb5120_1p_f8",
+                 "layernorm_fwd_bf16_wfp32_dqint8_syfp32_nb5120_1p_f8", "rmsnorm_fwd_bf16_nb5120_1p_f8"):
         r = recipe(parse_name(name))
         assert r.column_bytes == 0 and r.launch_bytes(Entry.ALIKE) == 0, name
-    assert not recipe(parse_name("layernorm_fwd_bf16_add1_dqint8_syfp32_nb5120_1p_f8")).keep_outputs
 
 
 @pytest.mark.parametrize("table, framed", [(tiles.FLOAT_COLUMN_BUCKETS, False), (tiles.FRAMED_FLOAT_COLUMN_BUCKETS, True)])

@@ -152,13 +152,13 @@ def test_which_instances_keep_columns_packed(name, packed):
     ("layernorm_fwd_bf16_sqint8_nb8192_1p_v8", False),  # static quant: no maximum
     ("rmsnorm_fwd_bf16_dqfp8_syfp32_nb8192_1p_v8", False),  # the maximum comes with the statistics
     ("layernorm_fwd_bf16_dqint8_syfp32_2p_v8", False),
-    # framed rows: where the per-column vectors are loaded per vector, or held by at most 128
-    # threads without a fused add
+    # framed rows: where the per-column vectors are loaded per vector, or held as floats in
+    # shared memory (float columns), with a fused add or without
     ("layernorm_fwd_bf16_smfp32_dqint8_syfp32_nb5120_1p_f8", True),
     ("layernorm_fwd_fp16_add1_smfp32_dqfp8_syfp32_nb2048_1p_f8", True),
-    ("layernorm_fwd_bf16_dqint8_syfp32_nb2048_1p_f8", True),  # 64 threads a row
-    ("layernorm_fwd_bf16_dqint8_syfp32_nb5120_1p_f8", False),  # 160 threads a row
-    ("layernorm_fwd_bf16_add1_dqint8_syfp32_nb2048_1p_f8", False),  # a fused add's second input
+    ("layernorm_fwd_bf16_dqint8_syfp32_nb2048_1p_f8", True),
+    ("layernorm_fwd_bf16_dqint8_syfp32_nb5120_1p_f8", True),
+    ("layernorm_fwd_bf16_add1_dqint8_syfp32_nb2048_1p_f8", True),
     ("rmsnorm_fwd_bf16_smfp32_dqfp8_syfp32_nb2048_1p_f8", False),
 ])
 def test_which_instances_keep_their_outputs(name, keeps):

@@ -23,8 +23,8 @@ __device__ __forceinline__ void norm_fwd(const Params& p) {
   static_assert(E != Entry::ALIKE || K::kFramed, "only framed rows have a kernel for rows that start alike");
   static_assert(!K::kFloatColumns || (K::kPipeline == Pipeline::ONE_PASS && !K::kStaged && !K::kStreamed &&
                                       !K::kRagged && K::kCluster == 1 && !K::kPackColumns &&
-                                      K::kFusedAdd == 0 && !K::kXBias && !K::kSmooth),
-                "float columns: register or framed rows of one block without a prologue or smooth scale");
+                                      (K::kFusedAdd == 0 || K::kFramed) && !K::kXBias && !K::kSmooth),
+                "float columns: register rows of one block without a prologue, framed rows without an x-bias, neither with a smooth scale");
   static_assert(!K::kPackColumns || (K::kPipeline == Pipeline::ONE_PASS && !K::kStaged),
                 "only register-held one-pass rows hold columns, packed or not");
   static_assert(!K::kKeepOutputs || (K::kPipeline == Pipeline::ONE_PASS && K::kQuant == Quant::DYNAMIC &&
