@@ -217,7 +217,7 @@ def test_quantized_register_rows_of_the_float_column_buckets_read_float_columns_
                  "layernorm_fwd_bf16_add1_dqint8_syfp32_nb1024_1p_v8",
                  "layernorm_fwd_bf16_smfp32_dqint8_syfp32_nb4096_1p_v8", "layernorm_fwd_bf16_wfp32_dqint8_syfp32_nb4096_1p_v8",
                  "layernorm_fwd_fp32_dqint8_syfp32_nb4096_1p_v4", "layernorm_fwd_bf16_nb4096_1p_v8",
-                 "layernorm_fwd_bf16_dqint8_syfp32_nb4096_1p_r8", "layernorm_fwd_bf16_dqint8_syfp32_nb2048_1p_f8",
+                 "layernorm_fwd_bf16_dqint8_syfp32_nb4096_1p_r8",
                  "layernorm_fwd_bf16_dqint8_syfp32_nb8192_1p_v8", "rmsnorm_fwd_bf16_dqfp8_syfp32_nb8192_1p_v4"):
         assert recipe(parse_name(name)).column_bytes == 0, name
 
@@ -234,11 +234,11 @@ def test_framed_quantized_rows_of_the_framed_float_column_buckets_read_float_col
         assert (r.launch_bytes(Entry.ANY), r.launch_bytes(Entry.ALIKE)) == (r.shared_bytes, floats), name
         # the packed registers freed, LayerNorm's dynamic quant keeps its outputs, fused add or not
         assert r.keep_outputs == name.startswith("layernorm"), name
-    # other framed buckets, x-biases, smooth scales, fp32 weights and unquantized rows hold their
-    # packed vectors (or none) as before
-    for name in ("rmsnorm_fwd_bf16_dqfp8_syfp32_nb2048_1p_f8", "layernorm_fwd_bf16_dqint8_syfp32_nb1024_1p_f8",
-                 "layernorm_fwd_bf16_xb1_dqint8_syfp32_nb5120_1p_f8", "layernorm_fwd_bf16_smfp32_dqint8_syfp32_nb5120_1p_f8",
-                 "layernorm_fwd_bf16_wfp32_dqint8_syfp32_nb5120_1p_f8", "rmsnorm_fwd_bf16_nb5120_1p_f8"):
+    # other framed buckets, smooth scales and unquantized rows hold their packed vectors (or
+    # none) as before
+    for name in ("rmsnorm_fwd_bf16_dqfp8_syfp32_nb2048_1p_f8", "rmsnorm_fwd_fp16_sqint8_nb4096_1p_f8",
+                 "layernorm_fwd_bf16_smfp32_dqint8_syfp32_nb5120_1p_f8",
+                 "layernorm_fwd_fp16_add1_smfp32_dqfp8_syfp32_nb2048_1p_f8", "rmsnorm_fwd_bf16_nb5120_1p_f8"):
         r = recipe(parse_name(name))
         assert r.column_bytes == 0 and r.launch_bytes(Entry.ALIKE) == 0, name
 
