@@ -202,13 +202,18 @@ def test_unfused_16_bit_register_rows_of_the_fast_memory_buckets_launch_one_wave
         assert r.fast_memory_waves == r.waves, name
 
 
+def _float_columns_size(name: str, r: Recipe) -> int:
+    """A block's float columns: gamma, and LayerNorm's beta, as floats for its threads' vectors."""
+    t = r.tile
+    return (2 if name.startswith("layernorm") else 1) * t.block_threads * t.repeat * t.vec * 4
+
+
 def test_quantized_register_rows_of_the_float_column_buckets_read_float_columns_from_shared_memory():
     for name in ("layernorm_fwd_bf16_dqint8_syfp32_nb4096_1p_v8", "layernorm_fwd_fp16_dqfp8_syfp32_nb2048_1p_v8",
                  "layernorm_fwd_bf16_dqint8_syfp32_nb4096_1p_v8_mv", "rmsnorm_fwd_bf16_dqfp8_syfp32_nb8192_1p_v8",
                  "rmsnorm_fwd_fp16_sqint8_nb8192_1p_v8", "layernorm_fwd_bf16_dqint8_syfp32_nb1024_1p_v8"):
         r = recipe(parse_name(name))
-        t = r.tile
-        floats = (2 if name.startswith("layernorm") else 1) * t.block_threads * t.repeat * t.vec * 4
+        floats = _float_columns_size(name, r)
         # the packed copies are not kept besides them; the launch takes them as dynamic shared memory
         assert (r.column_bytes, r.shared_bytes, r.pack_columns) == (floats, floats, False), name
     # other buckets, fused prologues, smooth scales, fp32 weights or inputs, unquantized, unaligned
@@ -227,8 +232,7 @@ def test_framed_quantized_rows_of_the_framed_float_column_buckets_read_float_col
                  "layernorm_fwd_bf16_add1_dqint8_syfp32_nb5120_1p_f8", "layernorm_fwd_fp16_add1_dqfp8_syfp32_nb2048_1p_f8",
                  "rmsnorm_fwd_bf16_dqfp8_syfp32_nb5120_1p_f8", "rmsnorm_fwd_fp16_add1_sqint8_nb5120_1p_f8"):
         r = recipe(parse_name(name))
-        t = r.tile
-        floats = (2 if name.startswith("layernorm") else 1) * t.block_threads * t.repeat * t.vec * 4
+        floats = _float_columns_size(name, r)
         assert r.column_bytes == floats and r.shared_bytes == r.image_bytes + floats > floats, name
         # rows that start alike pass no bounce slot but read the float columns
         assert (r.launch_bytes(Entry.ANY), r.launch_bytes(Entry.ALIKE)) == (r.shared_bytes, floats), name
