@@ -378,11 +378,7 @@ def _framed_recipe(spec: KernelSpec, op: Op) -> Recipe:
 # which frees their packed registers; rows holding them packed spilled so in the 5120 bucket
 # and with a fused add (docs/policy.md: keep_outputs).
 def _framed_keep_outputs(spec: KernelSpec, op: Op, tile: Tile, column_bytes: int) -> bool:
-    if not op.quant_ln:
-        return False
-    columns = sum(d.itemsize for d in _column_dtypes(spec))
-    held = not tile.lean and tile.repeat * tile.vec * columns <= 128  # framed_rows.cuh's kHold
-    return not held or column_bytes > 0
+    return op.quant_ln and (not _holds_columns(spec, tile) or column_bytes > 0)
 
 
 # Ragged rows take their bucket's plain tile (tiles.ONE_PASS_TILES) and none of the aligned
@@ -626,12 +622,17 @@ def _framed_column_bytes(spec: KernelSpec, op: Op, tile: Tile) -> int:
 
 def _float_column_bytes(spec: KernelSpec, tile: Tile) -> int:
     """A block's float copy of its held columns, 0 where it has none to copy: rows of 16-byte
-    vectors that hold their 16-bit gamma and beta (the templates' kHold: 32 words of them at
-    most) and no other per-column vector (an x-bias, a smooth scale)."""
-    dtypes = _column_dtypes(spec)
-    held = not tile.lean and tile.repeat * tile.vec * sum(d.itemsize for d in dtypes) <= 128
+    vectors that hold their 16-bit gamma and beta and no other per-column vector (an x-bias,
+    a smooth scale)."""
     only_weights = not (spec.x_bias or spec.smooth) and spec.w.itemsize == 2 and tile.vec * spec.x.itemsize == 16
-    return tile.block_threads * tile.repeat * tile.vec * len(dtypes) * 4 if held and only_weights else 0
+    held = _holds_columns(spec, tile) and only_weights
+    return tile.block_threads * tile.repeat * tile.vec * len(_column_dtypes(spec)) * 4 if held else 0
+
+
+def _holds_columns(spec: KernelSpec, tile: Tile) -> bool:
+    """Whether a register-held or framed row holds its per-column vectors across rows (the
+    templates' kHold): a tile that is not lean, with at most 32 words of them a thread."""
+    return not tile.lean and tile.repeat * tile.vec * sum(d.itemsize for d in _column_dtypes(spec)) <= 128
 
 
 def _column_dtypes(spec: KernelSpec) -> list[DType]:
