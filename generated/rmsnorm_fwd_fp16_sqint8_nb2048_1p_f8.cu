@@ -37,7 +37,7 @@ struct Traits {
   static constexpr int kRowImages = 0;
   static constexpr int kResidualBatch = 1;
   static constexpr bool kSegmentSteps = false;
-  static constexpr bool kFloatColumns = false;
+  static constexpr bool kFloatColumns = true;
 };
 }  // namespace
 
@@ -45,7 +45,11 @@ struct Traits {
 // an SM's shared memory holds fewer; a build that spills registers at it defines a lower one
 // (compile.compile_unspilled)
 #ifndef NORMGEN_MIN_BLOCKS
+#if __CUDA_ARCH__ == 860 || __CUDA_ARCH__ == 890 || __CUDA_ARCH__ == 1200
+#define NORMGEN_MIN_BLOCKS 3
+#else
 #define NORMGEN_MIN_BLOCKS 4
+#endif
 #endif
 
 extern "C" __global__ void __launch_bounds__(128, NORMGEN_MIN_BLOCKS)

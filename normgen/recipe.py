@@ -528,13 +528,13 @@ def framed_serves(spec: KernelSpec) -> bool:
 
 
 def _listed(table: dict, spec: KernelSpec, op: Op) -> bool:
-    """Whether a bucket table keyed by x's element size and then the operation's kind
-    (tiles.FRAMED_BUCKETS, FAST_MEMORY_BUCKETS, FAST_MEMORY_FRAMED_BUCKETS,
+    """Whether a bucket table keyed by x's element size (or its precision's name) and then the
+    operation's kind (tiles.FRAMED_BUCKETS, FAST_MEMORY_BUCKETS, FAST_MEMORY_FRAMED_BUCKETS,
     FLOAT_COLUMN_BUCKETS, FRAMED_FLOAT_COLUMN_BUCKETS) lists spec's bucket: the kind is the
     norm, with "+quant" for a quant, else "+prologue" for a fused add or x-bias."""
     kind = ("rmsnorm" if op.rmsnorm else "layernorm") + (
         "+quant" if op.quant != Quant.NONE else "+prologue" if op.prologue else "")
-    return spec.bucket in table.get(spec.x.itemsize, {}).get(kind, frozenset())
+    return any(spec.bucket in table.get(key, {}).get(kind, frozenset()) for key in (spec.x.itemsize, spec.x.value))
 
 
 def ragged_first(call: KernelSpec, bucket: int) -> bool:

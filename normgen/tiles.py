@@ -282,10 +282,13 @@ FLOAT_COLUMN_BUCKETS: dict[int, dict[str, frozenset[int]]] = {
 
 # The framed buckets whose held 16-bit gamma and beta are so converted, each time a block's
 # frame moves (framed_rows.cuh), with a fused add or without, freeing the registers in which
-# LayerNorm + dynamic quant then keeps its outputs (recipe._framed_keep_outputs;
-# docs/policy.md: float columns).
-FRAMED_FLOAT_COLUMN_BUCKETS: dict[int, dict[str, frozenset[int]]] = {
+# LayerNorm + dynamic quant then keeps its outputs (recipe._framed_keep_outputs). Keyed by
+# x's element size or, where only one 16-bit precision gained, its name: fp16's RMSNorm +
+# quant rows convert each held half with an instruction of its own, bf16's with a shift
+# (docs/policy.md: float columns).
+FRAMED_FLOAT_COLUMN_BUCKETS: dict[int | str, dict[str, frozenset[int]]] = {
     2: {"layernorm+quant": frozenset({2048, 5120}), "rmsnorm+quant": frozenset({5120})},
+    "fp16": {"rmsnorm+quant": frozenset({2048, 4096})},
 }
 
 # Two-pass: one row per block, streamed in chunks of threads * vec * repeat elements.

@@ -230,7 +230,9 @@ def test_quantized_register_rows_of_the_float_column_buckets_read_float_columns_
 def test_framed_quantized_rows_of_the_framed_float_column_buckets_read_float_columns_ahead_of_their_bounce_slots():
     for name in ("layernorm_fwd_bf16_dqint8_syfp32_nb5120_1p_f8", "layernorm_fwd_fp16_dqfp8_syfp32_nb2048_1p_f8",
                  "layernorm_fwd_bf16_add1_dqint8_syfp32_nb5120_1p_f8", "layernorm_fwd_fp16_add1_dqfp8_syfp32_nb2048_1p_f8",
-                 "rmsnorm_fwd_bf16_dqfp8_syfp32_nb5120_1p_f8", "rmsnorm_fwd_fp16_add1_sqint8_nb5120_1p_f8"):
+                 "rmsnorm_fwd_bf16_dqfp8_syfp32_nb5120_1p_f8", "rmsnorm_fwd_fp16_add1_sqint8_nb5120_1p_f8",
+                 "rmsnorm_fwd_fp16_dqfp8_syfp32_nb2048_1p_f8", "rmsnorm_fwd_fp16_sqint8_nb4096_1p_f8",
+                 "rmsnorm_fwd_fp16_add1_dqint8_syfp32_nb4096_1p_f8"):
         r = recipe(parse_name(name))
         floats = _float_columns_size(name, r)
         assert r.column_bytes == floats and r.shared_bytes == r.image_bytes + floats > floats, name
@@ -238,9 +240,10 @@ def test_framed_quantized_rows_of_the_framed_float_column_buckets_read_float_col
         assert (r.launch_bytes(Entry.ANY), r.launch_bytes(Entry.ALIKE)) == (r.shared_bytes, floats), name
         # the packed registers freed, LayerNorm's dynamic quant keeps its outputs, fused add or not
         assert r.keep_outputs == name.startswith("layernorm"), name
-    # other framed buckets, smooth scales and unquantized rows hold their packed vectors (or
-    # none) as before
-    for name in ("rmsnorm_fwd_bf16_dqfp8_syfp32_nb2048_1p_f8", "rmsnorm_fwd_fp16_sqint8_nb4096_1p_f8",
+    # other framed buckets (bf16's RMSNorm + quant of 2048 and 4096, fp16's of 1024), smooth
+    # scales and unquantized rows hold their packed vectors (or none) as before
+    for name in ("rmsnorm_fwd_bf16_dqfp8_syfp32_nb2048_1p_f8", "rmsnorm_fwd_bf16_sqint8_nb4096_1p_f8",
+                 "rmsnorm_fwd_fp16_dqfp8_syfp32_nb1024_1p_f8", "rmsnorm_fwd_fp16_nb4096_1p_f8",
                  "layernorm_fwd_bf16_smfp32_dqint8_syfp32_nb5120_1p_f8",
                  "layernorm_fwd_fp16_add1_smfp32_dqfp8_syfp32_nb2048_1p_f8", "rmsnorm_fwd_bf16_nb5120_1p_f8"):
         r = recipe(parse_name(name))
@@ -250,11 +253,12 @@ def test_framed_quantized_rows_of_the_framed_float_column_buckets_read_float_col
 @pytest.mark.parametrize("table, framed", [(tiles.FLOAT_COLUMN_BUCKETS, False), (tiles.FRAMED_FLOAT_COLUMN_BUCKETS, True)])
 def test_every_float_column_bucket_names_default_instances(table, framed):
     # an entry whose rows never pass recipe._float_column_bytes' tests would be dead
-    floats = {(s.x.itemsize, s.bucket, s.norm.value) for s in select() if recipe(s).column_bytes and s.framed == framed}
-    for size, kinds in table.items():
+    floats = {(key, s.bucket, s.norm.value) for s in select() if recipe(s).column_bytes and s.framed == framed
+              for key in (s.x.itemsize, s.x.value)}
+    for key, kinds in table.items():
         for kind, buckets in kinds.items():
             for b in buckets:
-                assert (size, b, kind.split("+")[0]) in floats, (size, kind, b)
+                assert (key, b, kind.split("+")[0]) in floats, (key, kind, b)
 
 
 def test_framed_rows_of_the_fast_memory_framed_buckets_launch_one_wave_on_such_a_gpu():
