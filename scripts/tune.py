@@ -2,6 +2,7 @@
 overridden (dataclasses.replace), against the committed recipe and a device-to-device copy.
 
     python scripts/tune.py NAME [N] [--rows M] [--set FIELD=VALUE[,FIELD=VALUE...]]... [--check]
+                           [--list TABLE=KEY:KIND:BUCKET]...
     python scripts/tune.py --ptxas NAME [--set ...]...      (no GPU: registers and spills)
 
 NAME is an instance name, or a glob over the default set (each match in turn); N the row
@@ -18,7 +19,12 @@ a fraction of the copy's; --check: whether its outputs equal the committed recip
 bit, and their digest (the inputs are seeded: another tree's tune.py at the same call prints
 the same digest where its kernel computes the same bits, so two trees' templates compare by
 running each tree's tune.py in turn); --ptxas: compiled by NVRTC instead, with the
-registers and spills ptxas reports.
+registers and spills ptxas reports. Each --list adds a bucket to one of normgen.tiles' bucket
+tables (keyed by x's element size or precision name, then the operation's kind, as
+recipe._listed reads them) for this process, before anything is built: a framed instance of
+a bucket the policy leaves to ragged rows (--list FRAMED_BUCKETS=2:layernorm+quant:4096),
+with float columns (FRAMED_FLOAT_COLUMN_BUCKETS) or not; its committed line is then that
+policy's recipe, and the instance the dispatcher serves is timed by another run.
 Under ncu: `ncu -k regex:NAME --launch-skip 3 --launch-count 1 python scripts/tune.py NAME`.
 """
 from __future__ import annotations
@@ -35,11 +41,11 @@ from pathlib import Path
 from typing import Optional
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from normgen import bench, codegen, matrix  # noqa: E402
+from normgen import bench, codegen, matrix, tiles  # noqa: E402
 from normgen import compile as nvrtc  # noqa: E402
 from normgen.recipe import Recipe, recipe  # noqa: E402
 from normgen.spec import KernelSpec, SpecError, framed_range, parse_name  # noqa: E402
-from normgen.types import QUANT_NAMES, Entry, FusedAdd, Norm, Pipeline, Quant  # noqa: E402
+from normgen.types import QUANT_NAMES, DType, Entry, FusedAdd, Norm, Pipeline, Quant  # noqa: E402
 
 LAUNCH = "max_groups"  # a launch override, not a Recipe field: runtime.Kernel.max_groups
 COMMITTED = "committed"  # the baseline's label
@@ -76,6 +82,29 @@ def _value(current, text: str, path: str):
     else:
         raise ValueError(f"{path}: a {type(current).__name__} is not set from the command line")
     raise ValueError(f"{path}={text}: expected {wanted}")
+
+
+KINDS = {f"{norm}{extra}" for norm in ("layernorm", "rmsnorm") for extra in ("", "+prologue", "+quant")}
+
+
+def list_bucket(text: str) -> None:
+    """'FRAMED_BUCKETS=2:layernorm+quant:4096': that bucket added to tiles.FRAMED_BUCKETS[2]
+    ["layernorm+quant"] in this process; ValueError naming a bad table, key, kind or bucket."""
+    table_name, eq, entry = text.partition("=")
+    table = getattr(tiles, table_name, None)
+    if not (eq and table_name.endswith("BUCKETS") and isinstance(table, dict)):
+        tables = ", ".join(n for n in dir(tiles) if n.endswith("BUCKETS") and isinstance(getattr(tiles, n), dict))
+        raise ValueError(f"--list {text}: expected TABLE=KEY:KIND:BUCKET, TABLE one of {tables}")
+    key, kind, bucket = (entry.split(":") + ["", "", ""])[:3]
+    sizes, names = {1, 2, 4}, {d.value for d in DType}
+    key = int(key) if key.isdigit() else key
+    if key not in sizes | names or kind not in KINDS or not bucket.isdigit():
+        raise ValueError(f"--list {text}: KEY is an element size ({', '.join(map(str, sorted(sizes)))}) or a "
+                         f"precision ({', '.join(sorted(names))}), KIND one of {', '.join(sorted(KINDS))}, "
+                         "BUCKET an integer")
+    kinds = table.setdefault(key, {})
+    kinds[kind] = frozenset(kinds.get(kind, frozenset()) | {int(bucket)})
+    recipe.cache_clear()  # recipes follow the tables
 
 
 def _names(obj) -> list[str]:
@@ -275,8 +304,12 @@ def main(argv=None) -> None:
                     help="one variant: Recipe fields, tile.FIELD or max_groups (repeatable)")
     ap.add_argument("--check", action="store_true", help="compare outputs with the committed recipe's")
     ap.add_argument("--ptxas", action="store_true", help="compile each variant (no GPU): registers, spills")
+    ap.add_argument("--list", dest="listed", action="append", default=[], metavar="TABLE=KEY:KIND:BUCKET",
+                    help="a bucket added to a tiles bucket table in this process (repeatable)")
     args = ap.parse_args(argv)
     try:
+        for text in args.listed:
+            list_bucket(text)
         specs = instances(args.name)
         variants = [{}] + [parse_variant(v) for v in args.variants]
         jobs = []

@@ -1,4 +1,5 @@
 """generate.py: every flag, determinism, write-only-what-changed, --check, the registry."""
+import copy
 import importlib.util
 import os
 import shlex
@@ -15,7 +16,7 @@ from normgen.cli import main
 from normgen.compile import compile_file
 from normgen.matrix import AXES, select
 from normgen.recipe import recipe
-from normgen.spec import parse_name
+from normgen.spec import SpecError, parse_name
 from normgen.types import Cache, DType, Entry
 
 
@@ -224,6 +225,30 @@ def test_tuning_serves_the_lengths_the_dispatcher_does():
     assert [tune.serves(ragged, n) for n in (5003, 8192, 8193)] == [True, True, False]
     assert [tune.serves(aligned, n) for n in (5003, 5000, 8200)] == [False, True, False]
     assert [tune.serves(two_pass, n) for n in (5003, 100000)] == [False, True]
+
+
+def test_tuning_lists_a_bucket_the_policy_leaves_out(monkeypatch):
+    """scripts/tune.py --list adds a bucket to a tiles table in its process: a framed instance
+    of a bucket the policy leaves to ragged rows is then built, with float columns where the
+    float-column table lists it too; a bad table, key, kind or bucket is refused."""
+    tune = _tune()
+    name = "layernorm_fwd_fp16_dqint8_syfp32_nb4096_1p_f8"
+    with pytest.raises(SpecError, match="framed_serves"):
+        parse_name(name)
+    for table in ("FRAMED_BUCKETS", "FRAMED_FLOAT_COLUMN_BUCKETS"):
+        monkeypatch.setattr(tiles, table, copy.deepcopy(getattr(tiles, table)))
+    try:
+        tune.list_bucket("FRAMED_BUCKETS=2:layernorm+quant:4096")
+        assert recipe(parse_name(name)).column_bytes == 0
+        tune.list_bucket("FRAMED_FLOAT_COLUMN_BUCKETS=fp16:layernorm+quant:4096")
+        built = recipe(parse_name(name))
+        assert built.column_bytes > 0 and built.keep_outputs
+        for bad in ("NOPE=2:layernorm:4096", "FRAMED_BUCKETS", "FRAMED_BUCKETS=3:layernorm:4096",
+                    "FRAMED_BUCKETS=2:layer:4096", "FRAMED_BUCKETS=2:layernorm:big"):
+            with pytest.raises(ValueError, match="--list"):
+                tune.list_bucket(bad)
+    finally:
+        recipe.cache_clear()  # nothing built under the patched tables outlives the test
 
 
 def test_profile_lines_sums_counts_by_innermost_line():
