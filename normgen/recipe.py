@@ -527,6 +527,10 @@ def framed_serves(spec: KernelSpec) -> bool:
     return _listed(tiles.FRAMED_BUCKETS, spec, _op(spec))
 
 
+# The operation kinds a bucket table keys (_listed): the norm, with "+quant" or "+prologue".
+TABLE_KINDS = frozenset(norm + extra for norm in ("layernorm", "rmsnorm") for extra in ("", "+prologue", "+quant"))
+
+
 def _listed(table: dict, spec: KernelSpec, op: Op) -> bool:
     """Whether a bucket table keyed by x's element size (or its precision's name) and then the
     operation's kind (tiles.FRAMED_BUCKETS, FAST_MEMORY_BUCKETS, FAST_MEMORY_FRAMED_BUCKETS,

@@ -43,7 +43,7 @@ from typing import Optional
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from normgen import bench, codegen, matrix, tiles  # noqa: E402
 from normgen import compile as nvrtc  # noqa: E402
-from normgen.recipe import Recipe, recipe  # noqa: E402
+from normgen.recipe import TABLE_KINDS, Recipe, recipe  # noqa: E402
 from normgen.spec import KernelSpec, SpecError, framed_range, parse_name  # noqa: E402
 from normgen.types import QUANT_NAMES, DType, Entry, FusedAdd, Norm, Pipeline, Quant  # noqa: E402
 
@@ -84,9 +84,6 @@ def _value(current, text: str, path: str):
     raise ValueError(f"{path}={text}: expected {wanted}")
 
 
-KINDS = {f"{norm}{extra}" for norm in ("layernorm", "rmsnorm") for extra in ("", "+prologue", "+quant")}
-
-
 def list_bucket(text: str) -> None:
     """'FRAMED_BUCKETS=2:layernorm+quant:4096': that bucket added to tiles.FRAMED_BUCKETS[2]
     ["layernorm+quant"] in this process; ValueError naming a bad table, key, kind or bucket."""
@@ -96,11 +93,11 @@ def list_bucket(text: str) -> None:
         tables = ", ".join(n for n in dir(tiles) if n.endswith("BUCKETS") and isinstance(getattr(tiles, n), dict))
         raise ValueError(f"--list {text}: expected TABLE=KEY:KIND:BUCKET, TABLE one of {tables}")
     key, kind, bucket = (entry.split(":") + ["", "", ""])[:3]
-    sizes, names = {1, 2, 4}, {d.value for d in DType}
+    sizes, names = {d.itemsize for d in DType}, {d.value for d in DType}
     key = int(key) if key.isdigit() else key
-    if key not in sizes | names or kind not in KINDS or not bucket.isdigit():
+    if key not in sizes | names or kind not in TABLE_KINDS or not bucket.isdigit():
         raise ValueError(f"--list {text}: KEY is an element size ({', '.join(map(str, sorted(sizes)))}) or a "
-                         f"precision ({', '.join(sorted(names))}), KIND one of {', '.join(sorted(KINDS))}, "
+                         f"precision ({', '.join(sorted(names))}), KIND one of {', '.join(sorted(TABLE_KINDS))}, "
                          "BUCKET an integer")
     kinds = table.setdefault(key, {})
     kinds[kind] = frozenset(kinds.get(kind, frozenset()) | {int(bucket)})

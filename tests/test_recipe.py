@@ -6,7 +6,7 @@ import pytest
 
 from normgen import codegen, devices, tiles
 from normgen.matrix import Selection, select
-from normgen.recipe import Recipe, recipe
+from normgen.recipe import TABLE_KINDS, Recipe, recipe
 from normgen.spec import KernelSpec, invalid_reason, parse_name, shorter_bucket
 from normgen.types import DType, Entry, Pipeline
 
@@ -403,3 +403,11 @@ def test_ragged_rows_of_one_input_through_an_image_take_64_registers_where_they_
     for name in ("rmsnorm_fwd_bf16_xb_nb8192_1p_r8", "rmsnorm_fwd_bf16_add1_nb4096_1p_r8",
                  "layernorm_fwd_bf16_add1_nb8192_1p_r8"):
         assert recipe(parse_name(name)).tile.registers == 128, name
+
+
+def test_every_bucket_table_keys_known_kinds():
+    # recipe._listed builds a kind from the operation; a table key outside TABLE_KINDS (a typo)
+    # would match no instance
+    for name in (n for n in dir(tiles) if n.endswith("BUCKETS") and isinstance(getattr(tiles, n), dict)):
+        for key, kinds in getattr(tiles, name).items():
+            assert set(kinds) <= TABLE_KINDS, (name, key, set(kinds) - TABLE_KINDS)
