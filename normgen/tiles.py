@@ -215,10 +215,10 @@ FRAMED_BUCKETS: dict[int, dict[str, frozenset[int]]] = {
     2: {
         "layernorm": frozenset({10240}),
         "rmsnorm": frozenset({1024, 2048, 4096, 5120, 10240}),
-        "layernorm+prologue": frozenset({1024, 2048, 5120, 10240}),
+        "layernorm+prologue": frozenset({1024, 2048, 4096, 5120, 10240}),
         "rmsnorm+prologue": frozenset({1024, 2048, 4096, 5120, 10240}),
-        "layernorm+quant": frozenset({2048, 5120}),
-        "rmsnorm+quant": frozenset({1024, 2048, 4096, 5120}),
+        "layernorm+quant": frozenset({1024, 2048, 5120, 10240}),
+        "rmsnorm+quant": frozenset({1024, 2048, 4096, 5120, 10240}),
     },
     4: {
         "layernorm": frozenset({10240}),
@@ -287,7 +287,7 @@ FLOAT_COLUMN_BUCKETS: dict[int, dict[str, frozenset[int]]] = {
 # quant rows convert each held half with an instruction of its own, bf16's with a shift
 # (docs/policy.md: float columns).
 FRAMED_FLOAT_COLUMN_BUCKETS: dict[int | str, dict[str, frozenset[int]]] = {
-    2: {"layernorm+quant": frozenset({2048, 5120}), "rmsnorm+quant": frozenset({5120})},
+    2: {"layernorm+quant": frozenset({1024, 2048, 5120, 10240}), "rmsnorm+quant": frozenset({5120, 10240})},
     "fp16": {"rmsnorm+quant": frozenset({2048, 4096})},
 }
 

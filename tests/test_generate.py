@@ -348,7 +348,7 @@ def test_check_names_the_command_with_its_folder_and_filters(tmp_path):
 
 def test_large_selections_ask_for_a_flag(tmp_path):
     code, out = run("--filter", "*", "--out", str(tmp_path))
-    assert code == 2 and "--large" in out and "278548 instances" in out
+    assert code == 2 and "--large" in out and "283196 instances" in out
     assert not any(tmp_path.iterdir())
 
 

@@ -1,0 +1,58 @@
+// layernorm_fwd_bf16_smfp32_dqfp8_syfp32_nb10240_1p_f8
+// Generated from templates/instance.cu.j2 by generate.py; do not edit.
+#include "normgen_fwd.cuh"
+
+namespace {
+struct Traits {
+  using X = __nv_bfloat16;
+  using W = __nv_bfloat16;
+  using Y = __nv_fp8_e4m3;
+  using SM = float;  // smooth-scale precision (unused without kSmooth)
+  using SY = float;  // per-row scale precision (dynamic quant)
+  static constexpr normgen::Norm kNorm = normgen::Norm::LAYERNORM;
+  static constexpr normgen::Pipeline kPipeline = normgen::Pipeline::ONE_PASS;
+  static constexpr int kFusedAdd = 0;
+  static constexpr bool kXBias = false;
+  static constexpr normgen::Quant kQuant = normgen::Quant::DYNAMIC;
+  static constexpr bool kSmooth = true;
+  static constexpr bool kSaveStats = false;
+  static constexpr int kThreadsPerRow = 320;
+  static constexpr int kRowsPerBlock = 1;
+  static constexpr int kVec = 8;
+  static constexpr int kRepeat = 4;
+  static constexpr int kCluster = 1;
+  static constexpr bool kStaged = false;
+  static constexpr bool kStreamed = false;
+  static constexpr bool kLean = false;
+  static constexpr bool kRagged = false;
+  static constexpr bool kFramed = true;
+  static constexpr bool kPackColumns = false;
+  static constexpr bool kKeepOutputs = true;
+  static constexpr normgen::Cache kRowCache = normgen::Cache::NORMAL;
+  static constexpr int kOutputStep = 4;
+  static constexpr int kColumnPrefetch = 0;
+  static constexpr int kColumnRegisters = 0;
+  static constexpr int kColumnAhead = 0;
+  static constexpr bool kFoldShift = false;
+  static constexpr int kRowImages = 0;
+  static constexpr int kResidualBatch = 1;
+  static constexpr bool kSegmentSteps = false;
+  static constexpr bool kFloatColumns = false;
+};
+}  // namespace
+
+// __launch_bounds__' residency target (devices.launch_blocks): sm_90's, or fewer blocks where
+// an SM's shared memory holds fewer; a build that spills registers at it defines a lower one
+// (compile.compile_unspilled)
+#ifndef NORMGEN_MIN_BLOCKS
+#define NORMGEN_MIN_BLOCKS 1
+#endif
+
+extern "C" __global__ void __launch_bounds__(320, NORMGEN_MIN_BLOCKS)
+layernorm_fwd_bf16_smfp32_dqfp8_syfp32_nb10240_1p_f8(const normgen::Params p) {
+  normgen::norm_fwd<Traits, normgen::Entry::ANY>(p);
+}
+extern "C" __global__ void __launch_bounds__(320, NORMGEN_MIN_BLOCKS)
+layernorm_fwd_bf16_smfp32_dqfp8_syfp32_nb10240_1p_f8_alike(const normgen::Params p) {
+  normgen::norm_fwd<Traits, normgen::Entry::ALIKE>(p);
+}
