@@ -627,7 +627,7 @@ def _framed_column_bytes(spec: KernelSpec, op: Op, tile: Tile) -> int:
 def _float_column_bytes(spec: KernelSpec, tile: Tile) -> int:
     """A block's float copy of its held columns, 0 where it has none to copy: rows of 16-byte
     vectors that hold their 16-bit gamma and beta and no other per-column vector (an x-bias,
-    a smooth scale)."""
+    a smooth scale). The template asserts its layout's size equal (columns.cuh: FloatColumns)."""
     only_weights = not (spec.x_bias or spec.smooth) and spec.w.itemsize == 2 and tile.vec * spec.x.itemsize == 16
     held = _holds_columns(spec, tile) and only_weights
     return tile.block_threads * tile.repeat * tile.vec * len(_column_dtypes(spec)) * 4 if held else 0

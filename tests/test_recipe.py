@@ -68,7 +68,7 @@ def test_the_rendered_traits_are_the_recipe():
             "kColumnAhead": str(r.column_ahead), "kFoldShift": _lower(r.fold_shift), "kRagged": _lower(spec.ragged),
             "kFramed": _lower(spec.framed), "kRowImages": str(r.row_images),
             "kResidualBatch": str(r.residual_batch), "kSegmentSteps": _lower(r.segment_steps),
-            "kFloatColumns": _lower(r.column_bytes),
+            "kColumnBytes": str(r.column_bytes),
         }, spec.name
         kernels = [(symbol, Entry[entry]) for symbol, entry in _KERNEL.findall(text)]
         assert kernels == list(r.kernels) and kernels[0] == (spec.symbol, Entry.ANY), spec.name

@@ -120,6 +120,8 @@ template <class K, int P, int V> struct FloatColumns {
       : at(reinterpret_cast<float4*>(shared) + threadIdx.x) {
     // (here, not at class scope: overload resolution of outputs instantiates the class at any V)
     static_assert(V % 4 == 0 && sizeof(typename K::W) == 2, "float columns: 16-bit vectors of whole float4s");
+    static_assert(K::kColumnBytes == P * kQ * kStride * static_cast<int>(sizeof(float4)),
+                  "Recipe.column_bytes: the block's float copy, as laid out here");
 #pragma unroll
     for (int i = 0; i < P; ++i) {
       float f[V];

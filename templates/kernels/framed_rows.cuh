@@ -421,7 +421,7 @@ __device__ __forceinline__ void framed_rows(const Params& p) {
   // P steps of 33 in dynamic shared memory (Recipe.image_bytes)
   constexpr bool kWarps = T % 32 == 0;
   // K::kFloatColumns: the held columns' float copy first (Recipe.column_bytes), then the slots
-  constexpr int kColumnWords = K::kFloatColumns ? T * R * P * FloatColumns<K, P, V>::kQ : 0;
+  constexpr int kColumnWords = K::kColumnBytes / static_cast<int>(sizeof(uint4));
   static_assert(!K::kFloatColumns || (Columns<K, P, V>::kWords <= 32 && !K::kLean), "float columns: of held columns");
   extern __shared__ uint4 stage_words[];
   uint4* const slots = stage_words + kColumnWords + (kWarps ? threadIdx.x / 32 * P * 33 : 0);
