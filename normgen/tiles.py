@@ -261,14 +261,14 @@ FAST_MEMORY_BUCKETS: dict[int, dict[str, frozenset[int]]] = {
     2: {"layernorm": frozenset({2048, 4096, 8192, 16384}), "rmsnorm": frozenset({8192, 16384})},
 }
 # Framed rows (recipe.framed_serves) of these buckets, keyed alike, take FAST_MEMORY_WAVES on
-# such a GPU too: on an H200 one wave took RMSNorm 9001
-# 0.749 -> 0.831, add + LayerNorm 2003 0.562 -> 0.595 and 5003 0.541 -> 0.581, add + RMSNorm
-# 5003 0.854 -> 0.866 (docs/policy.md, waves).
+# such a GPU too: the buckets where one wave ran faster on an H200 at the N tried, or on
+# average over the operations the key lumps together (docs/policy.md, waves).
 FAST_MEMORY_FRAMED_BUCKETS: dict[int, dict[str, frozenset[int]]] = {
     2: {
         "rmsnorm": frozenset({10240}),
-        "layernorm+prologue": frozenset({2048, 5120}),
+        "layernorm+prologue": frozenset({2048, 4096, 5120}),
         "rmsnorm+prologue": frozenset({5120}),
+        "layernorm+quant": frozenset({1024, 2048, 5120}),
     },
 }
 

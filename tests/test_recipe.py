@@ -263,14 +263,20 @@ def test_every_float_column_bucket_names_default_instances(table, framed):
 
 def test_framed_rows_of_the_fast_memory_framed_buckets_launch_one_wave_on_such_a_gpu():
     for name in ("rmsnorm_fwd_bf16_nb10240_1p_f8", "rmsnorm_fwd_fp16_nb10240_1p_f8", "layernorm_fwd_bf16_add1_nb5120_1p_f8",
-                 "layernorm_fwd_fp16_add1_nb2048_1p_f8", "rmsnorm_fwd_bf16_add1_nb5120_1p_f8"):
+                 "layernorm_fwd_fp16_add1_nb2048_1p_f8", "layernorm_fwd_bf16_add1_nb4096_1p_f8",
+                 "rmsnorm_fwd_bf16_add1_nb5120_1p_f8"):
         r = recipe(parse_name(name))
         assert (r.fast_memory_waves, r.waves) == (tiles.FAST_MEMORY_WAVES, tiles.WAVES), name
+    for name in ("layernorm_fwd_bf16_add1_dqint8_syfp32_nb1024_1p_f8", "layernorm_fwd_fp16_dqfp8_syfp32_nb2048_1p_f8",
+                 "layernorm_fwd_bf16_smfp32_dqint8_syfp32_nb5120_1p_f8"):
+        r = recipe(parse_name(name))
+        assert r.fast_memory_waves == tiles.FAST_MEMORY_WAVES < r.waves, name  # (four or sixteen: _waves)
     # other framed buckets and operations keep their waves: RMSNorm 1024-5120, add + RMSNorm
-    # of 10240, LayerNorm, the quants (four waves)
+    # of 10240, LayerNorm, LayerNorm + quant of 10240, RMSNorm + quant (four waves)
     for name in ("rmsnorm_fwd_bf16_nb1024_1p_f8", "rmsnorm_fwd_bf16_nb4096_1p_f8", "rmsnorm_fwd_bf16_nb5120_1p_f8",
                  "rmsnorm_fwd_bf16_add1_nb10240_1p_f8", "layernorm_fwd_bf16_nb10240_1p_f8",
-                 "layernorm_fwd_bf16_add1_nb10240_1p_f8", "rmsnorm_fwd_bf16_dqfp8_syfp32_nb5120_1p_f8"):
+                 "layernorm_fwd_bf16_add1_nb10240_1p_f8", "layernorm_fwd_bf16_dqint8_syfp32_nb10240_1p_f8",
+                 "rmsnorm_fwd_bf16_dqfp8_syfp32_nb5120_1p_f8"):
         r = recipe(parse_name(name))
         assert r.fast_memory_waves == r.waves, name
 
