@@ -527,17 +527,26 @@ def framed_serves(spec: KernelSpec) -> bool:
     return _listed(tiles.FRAMED_BUCKETS, spec, _op(spec))
 
 
-# The operation kinds a bucket table keys (_listed): the norm, with "+quant" or "+prologue".
-TABLE_KINDS = frozenset(norm + extra for norm in ("layernorm", "rmsnorm") for extra in ("", "+prologue", "+quant"))
+# The operation kinds a bucket table keys (_listed): the norm, then "+quant" for a quant,
+# else "+prologue" for a fused add or x-bias.
+_NORM_KINDS, _EXTRA_KINDS = ("layernorm", "rmsnorm"), ("", "+prologue", "+quant")
+TABLE_KINDS = frozenset(norm + extra for norm in _NORM_KINDS for extra in _EXTRA_KINDS)
+
+
+def _table_kind(op: Op) -> str:
+    return _NORM_KINDS[op.rmsnorm] + _EXTRA_KINDS[2 if op.quant != Quant.NONE else 1 if op.prologue else 0]
+
+
+def bucket_tables() -> dict[str, dict]:
+    """tiles' bucket tables, by name: those keyed by x's element size (or precision's name) and
+    then TABLE_KINDS, which _listed reads."""
+    return {name: table for name, table in vars(tiles).items() if name.endswith("BUCKETS") and isinstance(table, dict)}
 
 
 def _listed(table: dict, spec: KernelSpec, op: Op) -> bool:
-    """Whether a bucket table keyed by x's element size (or its precision's name) and then the
-    operation's kind (tiles.FRAMED_BUCKETS, FAST_MEMORY_BUCKETS, FAST_MEMORY_FRAMED_BUCKETS,
-    FLOAT_COLUMN_BUCKETS, FRAMED_FLOAT_COLUMN_BUCKETS) lists spec's bucket: the kind is the
-    norm, with "+quant" for a quant, else "+prologue" for a fused add or x-bias."""
-    kind = ("rmsnorm" if op.rmsnorm else "layernorm") + (
-        "+quant" if op.quant != Quant.NONE else "+prologue" if op.prologue else "")
+    """Whether a bucket table (bucket_tables) lists spec's bucket for x's element size or
+    precision and the operation's kind."""
+    kind = _table_kind(op)
     return any(spec.bucket in table.get(key, {}).get(kind, frozenset()) for key in (spec.x.itemsize, spec.x.value))
 
 

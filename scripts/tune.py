@@ -43,7 +43,7 @@ from typing import Optional
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from normgen import bench, codegen, matrix, tiles  # noqa: E402
 from normgen import compile as nvrtc  # noqa: E402
-from normgen.recipe import TABLE_KINDS, Recipe, recipe  # noqa: E402
+from normgen.recipe import TABLE_KINDS, Recipe, bucket_tables, recipe  # noqa: E402
 from normgen.spec import KernelSpec, SpecError, framed_range, parse_name  # noqa: E402
 from normgen.types import QUANT_NAMES, DType, Entry, FusedAdd, Norm, Pipeline, Quant  # noqa: E402
 
@@ -88,10 +88,10 @@ def list_bucket(text: str) -> None:
     """'FRAMED_BUCKETS=2:layernorm+quant:4096': that bucket added to tiles.FRAMED_BUCKETS[2]
     ["layernorm+quant"] in this process; ValueError naming a bad table, key, kind or bucket."""
     table_name, eq, entry = text.partition("=")
-    table = getattr(tiles, table_name, None)
-    if not (eq and table_name.endswith("BUCKETS") and isinstance(table, dict)):
-        tables = ", ".join(n for n in dir(tiles) if n.endswith("BUCKETS") and isinstance(getattr(tiles, n), dict))
-        raise ValueError(f"--list {text}: expected TABLE=KEY:KIND:BUCKET, TABLE one of {tables}")
+    tables = bucket_tables()
+    table = tables.get(table_name)
+    if not (eq and table is not None):
+        raise ValueError(f"--list {text}: expected TABLE=KEY:KIND:BUCKET, TABLE one of {', '.join(sorted(tables))}")
     key, kind, bucket = (entry.split(":") + ["", "", ""])[:3]
     sizes, names = {d.itemsize for d in DType}, {d.value for d in DType}
     key = int(key) if key.isdigit() else key

@@ -6,7 +6,7 @@ import pytest
 
 from normgen import codegen, devices, tiles
 from normgen.matrix import Selection, select
-from normgen.recipe import TABLE_KINDS, Recipe, recipe
+from normgen.recipe import TABLE_KINDS, Recipe, bucket_tables, recipe
 from normgen.spec import KernelSpec, invalid_reason, parse_name, shorter_bucket
 from normgen.types import DType, Entry, Pipeline
 
@@ -414,6 +414,6 @@ def test_ragged_rows_of_one_input_through_an_image_take_64_registers_where_they_
 def test_every_bucket_table_keys_known_kinds():
     # recipe._listed builds a kind from the operation; a table key outside TABLE_KINDS (a typo)
     # would match no instance
-    for name in (n for n in dir(tiles) if n.endswith("BUCKETS") and isinstance(getattr(tiles, n), dict)):
-        for key, kinds in getattr(tiles, name).items():
+    for name, table in bucket_tables().items():
+        for key, kinds in table.items():
             assert set(kinds) <= TABLE_KINDS, (name, key, set(kinds) - TABLE_KINDS)
