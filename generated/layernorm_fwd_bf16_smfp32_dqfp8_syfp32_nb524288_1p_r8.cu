@@ -37,6 +37,7 @@ struct Traits {
   static constexpr int kRowImages = 0;
   static constexpr int kResidualBatch = 1;
   static constexpr bool kSegmentSteps = false;
+  static constexpr bool kSumsWhileStaging = true;
   static constexpr int kColumnBytes = 0;  // held columns' float copy a block (FloatColumns)
   static constexpr bool kFloatColumns = kColumnBytes > 0;
 };

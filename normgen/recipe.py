@@ -275,6 +275,9 @@ class Recipe:
     # register rows' held gamma and beta as floats in dynamic shared memory (kernels/columns.cuh:
     # FloatColumns), its bytes a block (0: the packed vectors in registers serve the outputs)
     column_bytes: int = 0
+    # staged ragged rows: the row's sums taken as each vector is put into the stage (and
+    # LayerNorm's shift once the row's copies are in flight), not in a pass over the stage
+    sums_while_staging: bool = False
 
     @property
     def shared_bytes(self) -> int:
@@ -398,7 +401,8 @@ def _ragged_recipe(spec: KernelSpec, op: Op) -> Recipe:
                   column_registers=0, column_ahead=0, fold_shift=False, row_images=images, image_bytes=image_bytes,
                   residual_batch=_ragged_residual_batch(spec, op, tile),
                   segment_steps=_ragged_segment_steps(spec, op, tile), waves=_waves(spec, op, tile),
-                  fast_memory_waves=_fast_memory_waves(spec, op, tile))
+                  fast_memory_waves=_fast_memory_waves(spec, op, tile),
+                  sums_while_staging=_ragged_sums_while_staging(spec, op, tile))
 
 
 # Ragged rows count their steps per warp segment, but per row through a one-row image (fused
@@ -413,6 +417,17 @@ def _ragged_segment_steps(spec: KernelSpec, op: Op, tile: Tile) -> bool:
         return True
     staged_add = tile.stage_bytes > 0 and spec.fused_add != FusedAdd.NONE
     return _ragged_row_images(spec, tile) != 1 and spec.quant == Quant.NONE and not staged_add
+
+
+# Staged ragged rows take their sums as they put each vector, but where ptxas spilled so at
+# 64 registers (NVRTC 13.5, sm_90: 8-44 bytes): LayerNorm with a fused add or of fp16, and
+# fused adds that load two residual vectors a round.
+def _ragged_sums_while_staging(spec: KernelSpec, op: Op, tile: Tile) -> bool:
+    if not tile.stage_bytes:
+        return False
+    if not op.rmsnorm and (spec.fused_add != FusedAdd.NONE or spec.x == DType.FP16):
+        return False
+    return _ragged_residual_batch(spec, op, tile) == 1
 
 
 # A staged fused add's residual vectors loaded a round: all at once at 80-128 registers; at

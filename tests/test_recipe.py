@@ -68,7 +68,7 @@ def test_the_rendered_traits_are_the_recipe():
             "kColumnAhead": str(r.column_ahead), "kFoldShift": _lower(r.fold_shift), "kRagged": _lower(spec.ragged),
             "kFramed": _lower(spec.framed), "kRowImages": str(r.row_images),
             "kResidualBatch": str(r.residual_batch), "kSegmentSteps": _lower(r.segment_steps),
-            "kColumnBytes": str(r.column_bytes),
+            "kColumnBytes": str(r.column_bytes), "kSumsWhileStaging": _lower(r.sums_while_staging),
         }, spec.name
         kernels = [(symbol, Entry[entry]) for symbol, entry in _KERNEL.findall(text)]
         assert kernels == list(r.kernels) and kernels[0] == (spec.symbol, Entry.ANY), spec.name
@@ -385,6 +385,19 @@ def test_ragged_steps_are_counted_per_segment_where_that_measured_faster_and_did
                  "layernorm_fwd_bf16_dqint8_syfp32_nb8192_1p_r8", "rmsnorm_fwd_bf16_dqfp8_syfp32_nb4096_1p_r8",
                  "layernorm_fwd_bf16_dqint8_syfp32_nb65536_1p_r8", "layernorm_fwd_bf16_nb8192_1p_v8"):
         assert not recipe(parse_name(name)).segment_steps, name
+
+
+def test_staged_ragged_rows_take_their_sums_as_they_stage_where_that_did_not_spill():
+    for name in ("rmsnorm_fwd_bf16_nb65536_1p_r8", "layernorm_fwd_bf16_nb65536_1p_r8",
+                 "layernorm_fwd_fp32_nb65536_1p_r4", "layernorm_fwd_bf16_dqint8_syfp32_nb524288_1p_r8",
+                 "rmsnorm_fwd_bf16_add1_nb65536_1p_r8", "rmsnorm_fwd_fp16_nb32768_1p_r8"):
+        assert recipe(parse_name(name)).sums_while_staging, name
+    # not LayerNorm with a fused add or of fp16, nor fused adds loading two residual vectors a
+    # round (all spilled at 64 registers), nor rows that are not staged or not ragged
+    for name in ("layernorm_fwd_bf16_add1_nb65536_1p_r8", "layernorm_fwd_fp16_nb65536_1p_r8",
+                 "rmsnorm_fwd_bf16_add1_nb32768_1p_r8", "rmsnorm_fwd_bf16_nb16384_1p_r8",
+                 "layernorm_fwd_bf16_nb65536_1p_v8", "rmsnorm_fwd_bf16_nb10240_1p_f8"):
+        assert not recipe(parse_name(name)).sums_while_staging, name
 
 
 def test_ragged_rows_of_one_input_through_an_image_take_64_registers_where_they_fit():

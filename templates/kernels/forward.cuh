@@ -48,6 +48,8 @@ __device__ __forceinline__ void norm_fwd(const Params& p) {
   static_assert(K::kResidualBatch == 1 || (K::kRagged && K::kStaged && K::kFusedAdd != 0 && K::kRepeat % K::kResidualBatch == 0),
                 "only staged ragged rows with a fused add load their residual in rounds of several vectors");
   static_assert(!K::kSegmentSteps || K::kRagged, "only ragged rows count their steps per warp segment");
+  static_assert(!K::kSumsWhileStaging || (K::kRagged && K::kStaged),
+                "only staged ragged rows take their sums as they stage the row");
   static_assert(!K::kStreamed || (K::kPipeline == Pipeline::ONE_PASS && !K::kStaged && !K::kLean &&
                                   K::kRowsPerBlock == 1 && K::kFusedAdd == 0 && !K::kXBias &&
                                   !K::kSmooth && sizeof(typename K::W) == sizeof(typename K::X) &&

@@ -137,13 +137,16 @@ template <class K, int P, int V> struct RaggedRaw {
 // edge[0] (cp.async: every copy in flight at once, in no registers), the residual's chunks
 // loaded into registers meanwhile, RB vectors a round (the chunk after the last lane's into
 // edge[1]); then each lane joins its chunk and the next, fuses, and writes its vector back
-// once its warp has read.
-template <class K, int P, int V, int W, int RB, int kIn, class Cols>
+// once its warp has read. issued() runs once every copy is in flight (the shift's loads
+// wait beside them), taken(i, h) on each vector put, in order (the row's sums, from h in
+// registers rather than from the stage again).
+template <class K, int P, int V, int W, int RB, int kIn, class Cols, class Issued, class Taken>
 __device__ __forceinline__ void stage_ragged(RaggedHeld<K, P, V, true>& held,
                                              uint4 (&edge)[kIn][P][K::kThreadsPerRow / 32],
                                              const RaggedIn<typename K::X, V>& xs, const RaggedIn<typename K::X, V>& rs,
                                              const RaggedOut<typename K::X, V>& res_out, const Params& p,
-                                             const Cols& cols, int l, bool live) {
+                                             const Cols& cols, int l, bool live, const Issued& issued,
+                                             const Taken& taken) {
   constexpr bool kAdd = K::kFusedAdd != 0;
   static_assert(W == 32 && kIn == 1 + kAdd, "warps of one row; an edge for x and the residual");
   static_assert(P % RB == 0 && (kAdd || RB == 1), "the residual's vectors in whole rounds");
@@ -169,6 +172,7 @@ __device__ __forceinline__ void stage_ragged(RaggedHeld<K, P, V, true>& held,
       if (i < RB) fetch(i, i);
     }
   }
+  issued();
   // a round: the residual's vectors i0 .. i0 + RB - 1 (loaded here after the first round),
   // joined with x's, fused and put (without a fused add, all of x's vectors: a loop, not P
   // copies of its body)
@@ -199,6 +203,7 @@ __device__ __forceinline__ void stage_ragged(RaggedHeld<K, P, V, true>& held,
       ragged_fuse<K, V>(h, rr, p, cols(i), cols.count(i));
       if constexpr (K::kFusedAdd == 1) res_out.template store_step<W>(i < cols.whole, cols(i), l, live, h);
       held.put(i, h);
+      taken(i, h);
     });
   };
   if constexpr (kAdd && RB < P) {
@@ -320,8 +325,21 @@ __device__ __forceinline__ void ragged_rows(const Params& p) {
     const RaggedOut<X, V> res_out(K::kFusedAdd == 1 ? static_cast<X*>(p.res_out) + at * n : nullptr, n);
     const RaggedOut<Y, V> y(static_cast<Y*>(p.y) + at * n, n);
 
-    float k = 0.f;
-    if constexpr (kLN) k = ragged_shift<K, V>(p, xs, rs, n, live);
+    // LayerNorm's shift, and the row's sums around it (columns past its end add nothing).
+    // K::kSumsWhileStaging (Recipe.sums_while_staging): staged rows take the shift once
+    // their copies are in flight and the sums as they put each vector, in the order of the
+    // pass below, which sums the held vectors otherwise.
+    constexpr bool kSumsWhileStaging = K::kSumsWhileStaging;
+    float k = 0.f, s1 = 0.f, s2 = 0.f;
+    if constexpr (kLN && !kSumsWhileStaging) k = ragged_shift<K, V>(p, xs, rs, n, live);
+    auto add_sums = [&](int i, bool all, float (&d)[V]) {
+      if (!all) {
+        const int count = cols.count(i);
+#pragma unroll
+        for (int j = 0; j < V; ++j) d[j] = j < count ? d[j] : k;
+      }
+      add_centred<V>(d, k, s1, s2);
+    };
     RaggedHeld<K, P, V, kStaged> held;
     // h of this row's vectors from their chunks, into `held` (res_out too)
     auto take = [&](int i0) {
@@ -339,7 +357,20 @@ __device__ __forceinline__ void ragged_rows(const Params& p) {
       }
     };
     if constexpr (kStaged) {
-      stage_ragged<K, P, V, W, K::kResidualBatch>(held, edge, xs, rs, res_out, p, cols, l, live);
+      auto issued = [&] {
+        if constexpr (kLN && kSumsWhileStaging) k = ragged_shift<K, V>(p, xs, rs, n, live);
+      };
+      auto taken = [&](int i, const uint32_t (&h)[kXW]) {
+        if constexpr (kSumsWhileStaging) {
+          Packed<X, 1, V> v;
+#pragma unroll
+          for (int q = 0; q < kXW; ++q) v.w[q] = h[q];
+          float d[V];
+          v.get(0, d);
+          add_sums(i, i < cols.whole, d);
+        }
+      };
+      stage_ragged<K, P, V, W, K::kResidualBatch>(held, edge, xs, rs, res_out, p, cols, l, live, issued, taken);
     } else if constexpr (kImage) {
       // two images: the next row's copies go into the other (read by its lanes two rows
       // ago: the reductions' barriers since order them), and this row's, one group older,
@@ -433,17 +464,13 @@ __device__ __forceinline__ void ragged_rows(const Params& p) {
       return m;
     };
 
-    float s1 = 0.f, s2 = 0.f;  // the row's sums around k; columns past its end add nothing
-    each_step<P, U>(cols, [&](int i, bool all) {
-      float d[V];
-      load(i, d);
-      if (!all) {
-        const int count = cols.count(i);
-#pragma unroll
-        for (int j = 0; j < V; ++j) d[j] = j < count ? d[j] : k;
-      }
-      add_centred<V>(d, k, s1, s2);
-    });
+    if constexpr (!kSumsWhileStaging) {
+      each_step<P, U>(cols, [&](int i, bool all) {
+        float d[V];
+        load(i, d);
+        add_sums(i, all, d);
+      });
+    }
     // merged_max: the outputs' maximum with rstd = 1 (exactly the unscaled products)
     const float m = merged_max<K>() ? row_absmax(Stats{0.f, 0.f, 1.f, 0.f, false}) : 0.f;
     const Stats st = share_stats<K, P, V, T, R, C>(p, k, s1, s2, m, again, cols, sh_stats[ph], sh_again[ph]);
