@@ -38,6 +38,7 @@ struct Traits {
   static constexpr int kResidualBatch = 1;
   static constexpr bool kSegmentSteps = false;
   static constexpr bool kSumsWhileStaging = false;
+  static constexpr bool kStageGroups = false;
   static constexpr int kColumnBytes = 0;  // held columns' float copy a block (FloatColumns)
   static constexpr bool kFloatColumns = kColumnBytes > 0;
 };

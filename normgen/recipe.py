@@ -278,6 +278,9 @@ class Recipe:
     # staged ragged rows: the row's sums taken as each vector is put into the stage (and
     # LayerNorm's shift once the row's copies are in flight), not in a pass over the stage
     sums_while_staging: bool = False
+    # staged ragged rows without a fused add: each step's copies waited for in turn (cp.async
+    # groups), not the row's all at once; a tuning field (scripts/tune.py), off in every recipe
+    stage_groups: bool = False
 
     @property
     def shared_bytes(self) -> int:

@@ -69,6 +69,7 @@ def test_the_rendered_traits_are_the_recipe():
             "kFramed": _lower(spec.framed), "kRowImages": str(r.row_images),
             "kResidualBatch": str(r.residual_batch), "kSegmentSteps": _lower(r.segment_steps),
             "kColumnBytes": str(r.column_bytes), "kSumsWhileStaging": _lower(r.sums_while_staging),
+            "kStageGroups": _lower(r.stage_groups),
         }, spec.name
         kernels = [(symbol, Entry[entry]) for symbol, entry in _KERNEL.findall(text)]
         assert kernels == list(r.kernels) and kernels[0] == (spec.symbol, Entry.ANY), spec.name

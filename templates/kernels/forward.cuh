@@ -50,6 +50,8 @@ __device__ __forceinline__ void norm_fwd(const Params& p) {
   static_assert(!K::kSegmentSteps || K::kRagged, "only ragged rows count their steps per warp segment");
   static_assert(!K::kSumsWhileStaging || (K::kRagged && K::kStaged),
                 "only staged ragged rows take their sums as they stage the row");
+  static_assert(!K::kStageGroups || (K::kRagged && K::kStaged && K::kFusedAdd == 0),
+                "only staged ragged rows without a fused add wait for their copies step by step");
   static_assert(!K::kStreamed || (K::kPipeline == Pipeline::ONE_PASS && !K::kStaged && !K::kLean &&
                                   K::kRowsPerBlock == 1 && K::kFusedAdd == 0 && !K::kXBias &&
                                   !K::kSmooth && sizeof(typename K::W) == sizeof(typename K::X) &&

@@ -132,6 +132,21 @@ template <class K, int P, int V> struct RaggedRaw {
   }
 };
 
+// Waits until at most n of this thread's cp.async groups are in flight (n < 8; known at
+// compile time where the caller is unrolled, which folds the switch).
+__device__ __forceinline__ void wait_copies_but(int n) {
+  switch (n) {
+    case 0: asm volatile("cp.async.wait_group 0;" ::: "memory"); break;
+    case 1: asm volatile("cp.async.wait_group 1;" ::: "memory"); break;
+    case 2: asm volatile("cp.async.wait_group 2;" ::: "memory"); break;
+    case 3: asm volatile("cp.async.wait_group 3;" ::: "memory"); break;
+    case 4: asm volatile("cp.async.wait_group 4;" ::: "memory"); break;
+    case 5: asm volatile("cp.async.wait_group 5;" ::: "memory"); break;
+    case 6: asm volatile("cp.async.wait_group 6;" ::: "memory"); break;
+    default: asm volatile("cp.async.wait_group 7;" ::: "memory"); break;
+  }
+}
+
 // A staged row's h put into `held`, and (K::kFusedAdd == 1) stored to res_out: x's chunks
 // copied into held's slots as they lie, the chunk after each warp's last lane's into
 // edge[0] (cp.async: every copy in flight at once, in no registers), the residual's chunks
@@ -139,7 +154,9 @@ template <class K, int P, int V> struct RaggedRaw {
 // edge[1]); then each lane joins its chunk and the next, fuses, and writes its vector back
 // once its warp has read. issued() runs once every copy is in flight (the shift's loads
 // wait beside them), taken(i, h) on each vector put, in order (the row's sums, from h in
-// registers rather than from the stage again).
+// registers rather than from the stage again). K::kStageGroups (no fused add): each step's
+// copies are a cp.async group of their own, and a step is joined once its group has landed,
+// while the later steps' copies are still in flight; else once every copy has.
 template <class K, int P, int V, int W, int RB, int kIn, class Cols, class Issued, class Taken>
 __device__ __forceinline__ void stage_ragged(RaggedHeld<K, P, V, true>& held,
                                              uint4 (&edge)[kIn][P][K::kThreadsPerRow / 32],
@@ -161,6 +178,8 @@ __device__ __forceinline__ void stage_ragged(RaggedHeld<K, P, V, true>& held,
     }
     if (cols.takes(i) && l == W - 1 && rs.s != 0) rs.copy_chunk(&edge[kIn - 1][i][warp], cols(i) + V, live);
   };
+  constexpr bool kGroups = K::kStageGroups;
+  static_assert(!kGroups || (!kAdd && P <= 8), "steps waited for one at a time: x alone, at most eight");
   // x's chunks, and the first round's residual vectors beside them
 #pragma unroll
   for (int i = 0; i < P; ++i) {
@@ -171,6 +190,7 @@ __device__ __forceinline__ void stage_ragged(RaggedHeld<K, P, V, true>& held,
     if constexpr (kAdd) {
       if (i < RB) fetch(i, i);
     }
+    if constexpr (kGroups) asm volatile("cp.async.commit_group;" ::: "memory");
   }
   issued();
   // a round: the residual's vectors i0 .. i0 + RB - 1 (loaded here after the first round),
@@ -183,11 +203,18 @@ __device__ __forceinline__ void stage_ragged(RaggedHeld<K, P, V, true>& held,
         for (int b = 0; b < RB; ++b) fetch(i0 + b, b);
       }
     }
-    asm volatile("cp.async.wait_all;" ::: "memory");
-    __syncwarp();
-    // (registers indexed at compile time: unrolled where it reads the residual's)
-    each_vector<kAdd ? RB : P, kAdd ? RB : 1>([&](int b) {
+    if constexpr (!kGroups) {
+      asm volatile("cp.async.wait_all;" ::: "memory");
+      __syncwarp();
+    }
+    // (registers indexed at compile time: unrolled where it reads the residual's, and where
+    // each step waits for its own group)
+    each_vector<kAdd ? RB : P, kAdd ? RB : kGroups ? P : 1>([&](int b) {
       const int i = i0 + b;
+      if constexpr (kGroups) {
+        wait_copies_but(P - 1 - i);  // this lane's steps up to i landed; the warp's, after:
+        __syncwarp();
+      }
       if (!cols.takes(i)) return;
       uint32_t h[kW], rr[kW] = {};
       xs.join(held.slot(i), l == W - 1 ? &edge[0][i][warp] : held.slot(i) + 1, h);
