@@ -38,7 +38,7 @@ struct Traits {
   static constexpr int kResidualBatch = 1;
   static constexpr bool kSegmentSteps = false;
   static constexpr bool kSumsWhileStaging = true;
-  static constexpr bool kStageGroups = false;
+  static constexpr bool kStageGroups = true;
   static constexpr int kColumnBytes = 0;  // held columns' float copy a block (FloatColumns)
   static constexpr bool kFloatColumns = kColumnBytes > 0;
 };

@@ -279,7 +279,7 @@ class Recipe:
     # LayerNorm's shift once the row's copies are in flight), not in a pass over the stage
     sums_while_staging: bool = False
     # staged ragged rows without a fused add: each step's copies waited for in turn (cp.async
-    # groups), not the row's all at once; a tuning field (scripts/tune.py), off in every recipe
+    # groups), not the row's all at once
     stage_groups: bool = False
 
     @property
@@ -405,7 +405,8 @@ def _ragged_recipe(spec: KernelSpec, op: Op) -> Recipe:
                   residual_batch=_ragged_residual_batch(spec, op, tile),
                   segment_steps=_ragged_segment_steps(spec, op, tile), waves=_waves(spec, op, tile),
                   fast_memory_waves=_fast_memory_waves(spec, op, tile),
-                  sums_while_staging=_ragged_sums_while_staging(spec, op, tile))
+                  sums_while_staging=_ragged_sums_while_staging(spec, op, tile),
+                  stage_groups=_ragged_stage_groups(spec, op, tile))
 
 
 # Ragged rows count their steps per warp segment, but per row through a one-row image (fused
@@ -431,6 +432,16 @@ def _ragged_sums_while_staging(spec: KernelSpec, op: Op, tile: Tile) -> bool:
     if not op.rmsnorm and (spec.fused_add != FusedAdd.NONE or spec.x == DType.FP16):
         return False
     return _ragged_residual_batch(spec, op, tile) == 1
+
+
+# Staged ragged rows without a fused add wait for each step's copies in turn (a cp.async
+# group a step) and join a step while the later ones are in flight, where a row spans one or
+# two blocks: over clusters of eight, RMSNorm lost 0.03 of copy (fewer blocks resident), and
+# fp16 LayerNorm spilled 16 bytes at 64 registers (NVRTC 13.5, sm_90). docs/policy.md.
+def _ragged_stage_groups(spec: KernelSpec, op: Op, tile: Tile) -> bool:
+    if not tile.stage_bytes or spec.fused_add != FusedAdd.NONE or tile.cluster > 2:
+        return False
+    return op.rmsnorm or spec.x != DType.FP16
 
 
 # A staged fused add's residual vectors loaded a round: all at once at 80-128 registers; at

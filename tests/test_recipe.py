@@ -401,6 +401,19 @@ def test_staged_ragged_rows_take_their_sums_as_they_stage_where_that_did_not_spi
         assert not recipe(parse_name(name)).sums_while_staging, name
 
 
+def test_staged_ragged_rows_wait_for_each_steps_copies_where_a_row_spans_one_or_two_blocks():
+    for name in ("rmsnorm_fwd_bf16_nb65536_1p_r8", "rmsnorm_fwd_fp16_nb32768_1p_r8",
+                 "rmsnorm_fwd_fp32_nb65536_1p_r4", "layernorm_fwd_fp32_nb65536_1p_r4",
+                 "rmsnorm_fwd_bf16_dqfp8_syfp32_nb65536_1p_r8", "layernorm_fwd_bf16_nb32768_1p_r8"):
+        assert recipe(parse_name(name)).stage_groups, name
+    # not over clusters of eight (fewer blocks resident), fp16 LayerNorm (spilled), a fused
+    # add (its residual's rounds), nor rows that are not staged or not ragged
+    for name in ("rmsnorm_fwd_bf16_nb131072_1p_r8", "layernorm_fwd_fp16_nb65536_1p_r8",
+                 "rmsnorm_fwd_bf16_add1_nb65536_1p_r8", "rmsnorm_fwd_bf16_nb16384_1p_r8",
+                 "layernorm_fwd_bf16_nb65536_1p_v8", "rmsnorm_fwd_bf16_nb10240_1p_f8"):
+        assert not recipe(parse_name(name)).stage_groups, name
+
+
 def test_ragged_rows_of_one_input_through_an_image_take_64_registers_where_they_fit():
     # four 256-thread blocks an SM (eight of 128, two of 512) against two (four, one) at 128:
     # RMSNorm with or without a quant, LayerNorm of bf16 or fp32 rows with gamma and beta of
