@@ -388,30 +388,36 @@ def test_ragged_steps_are_counted_per_segment_where_that_measured_faster_and_did
         assert not recipe(parse_name(name)).segment_steps, name
 
 
+def _flag_holds(field: str, on: tuple, off: tuple):
+    """Recipe.`field` is set for each instance named in `on` and clear for each in `off`."""
+    for name in on:
+        assert getattr(recipe(parse_name(name)), field), name
+    for name in off:
+        assert not getattr(recipe(parse_name(name)), field), name
+
+
 def test_staged_ragged_rows_take_their_sums_as_they_stage_where_that_did_not_spill():
-    for name in ("rmsnorm_fwd_bf16_nb65536_1p_r8", "layernorm_fwd_bf16_nb65536_1p_r8",
-                 "layernorm_fwd_fp32_nb65536_1p_r4", "layernorm_fwd_bf16_dqint8_syfp32_nb524288_1p_r8",
-                 "rmsnorm_fwd_bf16_add1_nb65536_1p_r8", "rmsnorm_fwd_fp16_nb32768_1p_r8"):
-        assert recipe(parse_name(name)).sums_while_staging, name
     # not LayerNorm with a fused add or of fp16, nor fused adds loading two residual vectors a
     # round (all spilled at 64 registers), nor rows that are not staged or not ragged
-    for name in ("layernorm_fwd_bf16_add1_nb65536_1p_r8", "layernorm_fwd_fp16_nb65536_1p_r8",
-                 "rmsnorm_fwd_bf16_add1_nb32768_1p_r8", "rmsnorm_fwd_bf16_nb16384_1p_r8",
-                 "layernorm_fwd_bf16_nb65536_1p_v8", "rmsnorm_fwd_bf16_nb10240_1p_f8"):
-        assert not recipe(parse_name(name)).sums_while_staging, name
+    _flag_holds("sums_while_staging",
+                on=("rmsnorm_fwd_bf16_nb65536_1p_r8", "layernorm_fwd_bf16_nb65536_1p_r8",
+                    "layernorm_fwd_fp32_nb65536_1p_r4", "layernorm_fwd_bf16_dqint8_syfp32_nb524288_1p_r8",
+                    "rmsnorm_fwd_bf16_add1_nb65536_1p_r8", "rmsnorm_fwd_fp16_nb32768_1p_r8"),
+                off=("layernorm_fwd_bf16_add1_nb65536_1p_r8", "layernorm_fwd_fp16_nb65536_1p_r8",
+                     "rmsnorm_fwd_bf16_add1_nb32768_1p_r8", "rmsnorm_fwd_bf16_nb16384_1p_r8",
+                     "layernorm_fwd_bf16_nb65536_1p_v8", "rmsnorm_fwd_bf16_nb10240_1p_f8"))
 
 
 def test_staged_ragged_rows_wait_for_each_steps_copies_where_a_row_spans_one_or_two_blocks():
-    for name in ("rmsnorm_fwd_bf16_nb65536_1p_r8", "rmsnorm_fwd_fp16_nb32768_1p_r8",
-                 "rmsnorm_fwd_fp32_nb65536_1p_r4", "layernorm_fwd_fp32_nb65536_1p_r4",
-                 "rmsnorm_fwd_bf16_dqfp8_syfp32_nb65536_1p_r8", "layernorm_fwd_bf16_nb32768_1p_r8"):
-        assert recipe(parse_name(name)).stage_groups, name
     # not over clusters of eight (fewer blocks resident), fp16 LayerNorm (spilled), a fused
-    # add (its residual's rounds), nor rows that are not staged or not ragged
-    for name in ("rmsnorm_fwd_bf16_nb131072_1p_r8", "layernorm_fwd_fp16_nb65536_1p_r8",
-                 "rmsnorm_fwd_bf16_add1_nb65536_1p_r8", "rmsnorm_fwd_bf16_nb16384_1p_r8",
-                 "layernorm_fwd_bf16_nb65536_1p_v8", "rmsnorm_fwd_bf16_nb10240_1p_f8"):
-        assert not recipe(parse_name(name)).stage_groups, name
+    # add (not timed so), nor rows that are not staged or not ragged
+    _flag_holds("stage_groups",
+                on=("rmsnorm_fwd_bf16_nb65536_1p_r8", "rmsnorm_fwd_fp16_nb32768_1p_r8",
+                    "rmsnorm_fwd_fp32_nb65536_1p_r4", "layernorm_fwd_fp32_nb65536_1p_r4",
+                    "rmsnorm_fwd_bf16_dqfp8_syfp32_nb65536_1p_r8", "layernorm_fwd_bf16_nb32768_1p_r8"),
+                off=("rmsnorm_fwd_bf16_nb131072_1p_r8", "layernorm_fwd_fp16_nb65536_1p_r8",
+                     "rmsnorm_fwd_bf16_add1_nb65536_1p_r8", "rmsnorm_fwd_bf16_nb16384_1p_r8",
+                     "layernorm_fwd_bf16_nb65536_1p_v8", "rmsnorm_fwd_bf16_nb10240_1p_f8"))
 
 
 def test_ragged_rows_of_one_input_through_an_image_take_64_registers_where_they_fit():
