@@ -57,6 +57,15 @@ __device__ __forceinline__ void ragged_fuse(uint32_t (&x)[chunk_words<typename K
   }
 }
 
+// A vector's floats from its chunk's words of X (h in registers).
+template <class X, int V>
+__device__ __forceinline__ void chunk_floats(const uint32_t (&h)[chunk_words<X, V>()], float (&d)[V]) {
+  Packed<X, 1, V> v;
+#pragma unroll
+  for (int k = 0; k < chunk_words<X, V>(); ++k) v.w[k] = h[k];
+  v.get(0, d);
+}
+
 // LayerNorm's shift for a ragged row: the mean of h over its first V columns (all of them if
 // fewer), which every thread reads itself (the same two chunks: a broadcast), as Pilot does.
 template <class K, int V>
@@ -179,7 +188,7 @@ __device__ __forceinline__ void stage_ragged(RaggedHeld<K, P, V, true>& held,
     if (cols.takes(i) && l == W - 1 && rs.s != 0) rs.copy_chunk(&edge[kIn - 1][i][warp], cols(i) + V, live);
   };
   constexpr bool kGroups = K::kStageGroups;
-  static_assert(!kGroups || (!kAdd && P <= 8), "steps waited for one at a time: x alone, at most eight");
+  static_assert(!kGroups || P <= 8, "steps waited for one at a time (wait_copies_but): at most eight");
   // x's chunks, and the first round's residual vectors beside them
 #pragma unroll
   for (int i = 0; i < P; ++i) {
@@ -389,11 +398,8 @@ __device__ __forceinline__ void ragged_rows(const Params& p) {
       };
       auto taken = [&](int i, const uint32_t (&h)[kXW]) {
         if constexpr (kSumsWhileStaging) {
-          Packed<X, 1, V> v;
-#pragma unroll
-          for (int q = 0; q < kXW; ++q) v.w[q] = h[q];
           float d[V];
-          v.get(0, d);
+          chunk_floats<X, V>(h, d);
           add_sums(i, i < cols.whole, d);
         }
       };
@@ -457,10 +463,7 @@ __device__ __forceinline__ void ragged_rows(const Params& p) {
         xs.vector(cols(i), live, hx);
         if constexpr (kAdd) rs.vector(cols(i), live, hr);
         ragged_fuse<K, V>(hx, hr, p, cols(i), cols.count(i));
-        Packed<X, 1, V> v;
-#pragma unroll
-        for (int q = 0; q < kXW; ++q) v.w[q] = hx[q];
-        v.get(0, d);
+        chunk_floats<X, V>(hx, d);
       }
     };
     // The outputs of vector i (its values minus the shift); `all`: V columns inside the row.
